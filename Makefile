@@ -1,0 +1,61 @@
+# skiplock: `make run` serves on 127.0.0.1:8787, `make test` runs every test.
+# Without DATABASE_URL both start a private PostgreSQL cluster under .data/ (scripts/pg.sh).
+
+SHELL := /bin/bash
+.ONESHELL:
+.SHELLFLAGS := -euo pipefail -c
+
+PG_URL = $${DATABASE_URL:-$$(scripts/pg.sh start)}
+VENV := .venv
+
+.PHONY: run test lint db-up db-down venv clean
+
+# The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
+define service_db
+if [ -z "$${DATABASE_URL:-}" ]; then
+  base="$$(scripts/pg.sh start)"
+  psql -q "$$base" -tAc "select 1 from pg_database where datname = 'skiplock'" | grep -q 1 \
+    || psql -q "$$base" -c "create database skiplock" >/dev/null
+  export DATABASE_URL="$${base%/*}/skiplock"
+fi
+endef
+
+run:
+	$(service_db)
+	cargo build --release --quiet
+	./target/release/skiplock migrate >/dev/null
+	mkdir -p .data
+	if [ ! -s .data/default-account.json ]; then
+	  ./target/release/skiplock account create --name default > .data/default-account.json
+	fi
+	account=$$(sed -E 's/.*"account_id":"([0-9a-f]+)".*/\1/' .data/default-account.json)
+	token=$$(sed -E 's/.*"token":"([^"]+)".*/\1/' .data/default-account.json)
+	echo "skiplock on http://$${SKIPLOCK_BIND:-127.0.0.1:8787}"
+	echo "  account: $$account"
+	echo "  token:   $$token   (kept in .data/default-account.json)"
+	exec ./target/release/skiplock serve
+
+# The Python tools the tests drive (the official Cloudflare SDK), in an ignored virtualenv.
+venv: $(VENV)/.ready
+$(VENV)/.ready: tests/sdk/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r tests/sdk/requirements.txt
+	touch $@
+
+test: venv
+	if [ -z "$${DATABASE_URL:-}" ]; then export DATABASE_URL="$$(scripts/pg.sh start)"; fi
+	cargo test --quiet -- --test-threads=6
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --all-targets --quiet -- -D warnings
+
+db-up:
+	scripts/pg.sh start
+
+db-down:
+	scripts/pg.sh stop
+
+clean:
+	scripts/pg.sh stop
+	rm -rf .data $(VENV) target

@@ -1,0 +1,109 @@
+//! The Cloudflare response envelope, the JSON body extractor that turns every decoding failure into a
+//! clear 4xx, and path-id parsing.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use actix_web::error::PayloadError;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::error::{codes, ApiError};
+use crate::queue::{Invalid, InvalidKind};
+
+/// The largest request body accepted: a full batch of base64 bodies plus JSON framing.
+pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+pub fn ok(result: impl Serialize) -> HttpResponse {
+    HttpResponse::Ok().json(json!({"success": true, "errors": [], "messages": [], "result": result}))
+}
+
+#[derive(Serialize)]
+pub struct ResultInfo {
+    pub page: i64,
+    pub per_page: i64,
+    pub count: usize,
+    pub total_count: i64,
+    pub total_pages: i64,
+}
+
+pub fn ok_list(result: impl Serialize, info: ResultInfo) -> HttpResponse {
+    HttpResponse::Ok().json(json!({
+        "success": true, "errors": [], "messages": [], "result": result, "result_info": info,
+    }))
+}
+
+/// A JSON request body. An empty body reads as `{}`, so endpoints whose fields are all optional
+/// accept a bare POST.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let bytes = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            let bytes = bytes.await.map_err(|e| match e.as_error::<PayloadError>() {
+                Some(PayloadError::Overflow) => too_large(),
+                _ if e.to_string().contains("overflow") => too_large(),
+                _ => ApiError::bad_request(format!("could not read the request body: {e}")),
+            })?;
+            let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+            decode(text).map(ApiJson)
+        })
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::PayloadTooLarge(
+        format!("the request body is larger than {MAX_REQUEST_BYTES} bytes"),
+        codes::BATCH_TOO_LARGE,
+    )
+}
+
+fn decode<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
+    let malformed = |e: serde_json::Error| {
+        ApiError::bad_request_code(codes::MALFORMED_JSON, format!("malformed JSON in the request body: {e}"))
+    };
+    // Check the syntax of the whole body first, so a truncated document is reported as malformed
+    // rather than as whatever type error the typed decoding meets first.
+    serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(malformed)?;
+    // Every request body is an object; serde would otherwise read some structs from arrays.
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Err(ApiError::bad_request("invalid request body: expected a JSON object"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        if inner.is_syntax() || inner.is_eof() {
+            malformed(inner)
+        } else if path == "." {
+            ApiError::bad_request(format!("invalid request body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("invalid request body at {path}: {inner}"))
+        }
+    })?;
+    de.end().map_err(malformed)?;
+    Ok(value)
+}
+
+impl From<Invalid> for ApiError {
+    fn from(err: Invalid) -> Self {
+        match err.kind {
+            InvalidKind::Value => ApiError::bad_request(err.message),
+            InvalidKind::Delay => ApiError::bad_request_code(codes::INVALID_DELAY, err.message),
+            InvalidKind::MessageTooLarge => ApiError::PayloadTooLarge(err.message, codes::MESSAGE_TOO_LARGE),
+            InvalidKind::BatchTooLarge => ApiError::PayloadTooLarge(err.message, codes::BATCH_TOO_LARGE),
+            InvalidKind::TooManyMessages => ApiError::PayloadTooLarge(err.message, codes::TOO_MANY_MESSAGES),
+        }
+    }
+}
+
+/// Parses an id from the path, answering 400 with the given code when it is malformed.
+pub fn path_id<T: std::str::FromStr<Err = crate::ids::MalformedId>>(raw: &str, code: u32) -> Result<T, ApiError> {
+    raw.parse().map_err(|e: crate::ids::MalformedId| ApiError::bad_request_code(code, e.to_string()))
+}

@@ -1,0 +1,387 @@
+//! Message endpoints: publish (single and batch), pull, ack/retry, peek and purge by ref.
+
+use std::collections::{BTreeMap, HashSet};
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::envelope::{ok, ApiJson};
+use super::queues::{find_queue, queue_id};
+use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::ids::{AccountId, MessageId, QueueId};
+use crate::queue::consumer::ConsumerKind;
+use crate::queue::message::{self, check_batch, check_delay, encode_for_pull, ContentType, PublishInput};
+use crate::queue::settings::QueueName;
+use crate::state::AppState;
+use crate::store::consumers::DeliveryTarget;
+use crate::store::messages::{Retry, StoredMessage};
+use crate::store::{self, queues::Backlog};
+
+type Data = web::Data<AppState>;
+
+const MAX_PEEK: i64 = 100;
+const MAX_ACKS: usize = 1000;
+
+pub fn metrics_json(backlog: &Backlog) -> Value {
+    json!({
+        "backlog_count": backlog.count,
+        "backlog_bytes": backlog.bytes,
+        "oldest_message_timestamp_ms": backlog.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
+    })
+}
+
+#[derive(Deserialize)]
+pub struct PublishMessage {
+    body: Option<Value>,
+    content_type: Option<String>,
+    delay_seconds: Option<i64>,
+}
+
+#[derive(Deserialize)]
+pub struct PublishBatch {
+    messages: Option<Vec<PublishMessage>>,
+    delay_seconds: Option<i64>,
+}
+
+async fn store_batch(
+    state: &AppState,
+    account: AccountId,
+    raw_queue: &str,
+    messages: &[(String, &PublishMessage)],
+    batch_delay: Option<i64>,
+) -> ApiResult<HttpResponse> {
+    let queue = find_queue(state, account, raw_queue).await?;
+    let batch_delay = batch_delay.map(|d| check_delay("delay_seconds", d)).transpose()?;
+    let prepared = messages
+        .iter()
+        .map(|(field, m)| {
+            let input = PublishInput {
+                field,
+                body: m.body.as_ref(),
+                content_type: m.content_type.as_deref(),
+                delay_seconds: m.delay_seconds,
+            };
+            message::prepare(input, batch_delay, queue.delivery_delay.into())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    check_batch(&prepared)?;
+    store::messages::publish(&state.pool, queue.id, &prepared).await?;
+    // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
+    let metrics = match store::queues::backlog(&state.pool, queue.id).await {
+        Ok(backlog) => metrics_json(&backlog),
+        Err(err) => {
+            tracing::warn!(error = %err, "backlog metrics after publish failed");
+            json!({})
+        }
+    };
+    Ok(ok(json!({ "metadata": { "metrics": metrics } })))
+}
+
+pub async fn publish(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PublishMessage>,
+) -> ApiResult<HttpResponse> {
+    store_batch(&state, auth.account_id(), &path.1, &[("message".to_owned(), &body.0)], None).await
+}
+
+pub async fn publish_batch(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PublishBatch>,
+) -> ApiResult<HttpResponse> {
+    let batch = body.0;
+    let messages = batch.messages.as_deref().ok_or_else(|| ApiError::bad_request("messages is required"))?;
+    if messages.is_empty() {
+        return Err(ApiError::bad_request("messages must hold at least one message"));
+    }
+    if messages.len() > message::MAX_BATCH_MESSAGES {
+        return Err(ApiError::PayloadTooLarge(
+            format!("a batch may hold at most {} messages, got {}", message::MAX_BATCH_MESSAGES, messages.len()),
+            codes::TOO_MANY_MESSAGES,
+        ));
+    }
+    let named: Vec<(String, &PublishMessage)> =
+        messages.iter().enumerate().map(|(i, m)| (format!("messages[{i}]"), m)).collect();
+    store_batch(&state, auth.account_id(), &path.1, &named, batch.delay_seconds).await
+}
+
+/// The queue's delivery settings, or a 404 for a queue the account does not have.
+async fn delivery_target(state: &AppState, account: AccountId, raw_queue: &str) -> ApiResult<DeliveryTarget> {
+    let id = queue_id(raw_queue)?;
+    store::consumers::delivery_target(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
+}
+
+/// The dead-letter queue's id, creating the queue if it was deleted since the consumer named it.
+async fn dead_letter_queue(
+    state: &AppState,
+    account: AccountId,
+    target: &DeliveryTarget,
+) -> ApiResult<Option<QueueId>> {
+    match (&target.consumer, target.dead_letter_queue_id) {
+        (_, Some(id)) => Ok(Some(id)),
+        (Some(c), None) if !c.dead_letter_queue.is_empty() => {
+            let name = QueueName::parse("dead_letter_queue", &c.dead_letter_queue)?;
+            Ok(Some(store::queues::ensure(&state.pool, account, &name).await?))
+        }
+        _ => Ok(None),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullRequest {
+    batch_size: Option<i64>,
+    visibility_timeout_ms: Option<i64>,
+    visibility_timeout: Option<i64>,
+}
+
+pub async fn pull(
+    state: Data,
+    auth: Authed<QueuesReadWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PullRequest>,
+) -> ApiResult<HttpResponse> {
+    let account = auth.account_id();
+    let request = body.0;
+    let batch_size = request.batch_size.map(|n| crate::queue::in_range("batch_size", n, 1, 100, "")).transpose()?;
+    let visibility = request
+        .visibility_timeout_ms
+        .or(request.visibility_timeout)
+        .map(|v| crate::queue::in_range("visibility_timeout_ms", v, 1, 43_200_000, " ms"))
+        .transpose()?;
+    let target = delivery_target(&state, account, &path.1).await?;
+    let consumer =
+        match &target.consumer {
+            Some(c) if c.kind == ConsumerKind::HttpPull.as_str() => c,
+            _ => return Err(ApiError::Conflict(
+                "this queue has no http_pull consumer; create one with POST .../consumers {\"type\": \"http_pull\"}"
+                    .into(),
+                codes::NO_PULL_CONSUMER,
+            )),
+        };
+    if target.delivery_paused {
+        return Err(ApiError::ConflictRetryable(
+            "queue_delivery_paused: delivery is paused for this queue; resume it by setting settings.delivery_paused to false".into(),
+            codes::DELIVERY_PAUSED,
+        ));
+    }
+    let limit = batch_size.unwrap_or(consumer.batch_size.into());
+    let visibility = visibility.unwrap_or(consumer.visibility_timeout_ms.unwrap_or(30_000).into());
+    let dead_letter = dead_letter_queue(&state, account, &target).await?;
+    let max_deliveries = consumer.max_retries + 1;
+
+    let mut leased: Vec<StoredMessage> = Vec::new();
+    // Exhausted messages take a claim's slots when they are dead-lettered; claim again to fill the batch.
+    for _ in 0..3 {
+        let want = limit - leased.len() as i64;
+        let claim =
+            store::messages::claim(&state.pool, target.queue_id, dead_letter, max_deliveries, want, visibility).await?;
+        leased.extend(claim.messages);
+        if claim.dead_lettered == 0 || leased.len() as i64 >= limit {
+            break;
+        }
+    }
+    let backlog = store::queues::backlog(&state.pool, target.queue_id).await?;
+    let messages: Vec<Value> = leased
+        .iter()
+        .map(|m| {
+            let mut view = message_view(m);
+            view["lease_id"] = json!(state.signer.lease_id(target.queue_id, m.id, m.attempts));
+            view
+        })
+        .collect();
+    Ok(ok(json!({
+        "message_backlog_count": backlog.count,
+        "messages": messages,
+        "metadata": { "metrics": metrics_json(&backlog) },
+    })))
+}
+
+fn message_view(m: &StoredMessage) -> Value {
+    let content_type = ContentType::from_code(m.content_type);
+    json!({
+        "id": m.id.to_string(),
+        "body": encode_for_pull(content_type, &m.body),
+        "attempts": m.attempts,
+        "timestamp_ms": m.published_at.timestamp_millis(),
+        "metadata": {
+            "CF-Content-Type": content_type.as_str(),
+            "CF-sourceMessageSource": "api",
+        },
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AckRequest {
+    #[serde(default)]
+    acks: Vec<LeaseRef>,
+    #[serde(default)]
+    retries: Vec<RetryRef>,
+}
+
+#[derive(Deserialize)]
+pub struct LeaseRef {
+    lease_id: String,
+}
+
+#[derive(Deserialize)]
+pub struct RetryRef {
+    lease_id: String,
+    delay_seconds: Option<i64>,
+}
+
+pub async fn ack(
+    state: Data,
+    auth: Authed<QueuesReadWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<AckRequest>,
+) -> ApiResult<HttpResponse> {
+    let account = auth.account_id();
+    let request = body.0;
+    if request.acks.len() + request.retries.len() > MAX_ACKS {
+        return Err(ApiError::bad_request(format!("at most {MAX_ACKS} acks and retries per request")));
+    }
+    // Validate everything before applying anything.
+    for (i, r) in request.retries.iter().enumerate() {
+        if let Some(d) = r.delay_seconds {
+            check_delay(&format!("retries[{i}].delay_seconds"), d)?;
+        }
+    }
+    let target = delivery_target(&state, account, &path.1).await?;
+    let queue = target.queue_id;
+    let mut warnings: BTreeMap<String, String> = BTreeMap::new();
+    let mut unknown = |lease_id: &str| {
+        warnings.insert(lease_id.to_owned(), "unknown lease id for this queue; nothing changed".into());
+    };
+
+    let mut acked: Vec<MessageId> = Vec::new();
+    for a in &request.acks {
+        match state.signer.open_lease(queue, &a.lease_id) {
+            Some(lease) => acked.push(lease.message_id),
+            None => unknown(&a.lease_id),
+        }
+    }
+    let acked_set: HashSet<MessageId> = acked.iter().copied().collect();
+    let (retry_delay, max_deliveries) = match &target.consumer {
+        Some(c) => (i64::from(c.retry_delay), c.max_retries + 1),
+        None => (0, 4),
+    };
+    let mut retries: Vec<(Retry, &str)> = Vec::new();
+    for r in &request.retries {
+        match state.signer.open_lease(queue, &r.lease_id) {
+            // A message acked in the same request is gone; its retry has nothing left to do.
+            Some(lease) if acked_set.contains(&lease.message_id) => {}
+            Some(lease) => retries.push((
+                Retry {
+                    id: lease.message_id,
+                    attempt: lease.attempt,
+                    delay_seconds: r.delay_seconds.unwrap_or(retry_delay),
+                },
+                &r.lease_id,
+            )),
+            None => unknown(&r.lease_id),
+        }
+    }
+
+    if !acked.is_empty() {
+        store::messages::ack(&state.pool, queue, &acked).await?;
+    }
+    let mut retry_count = 0;
+    if !retries.is_empty() {
+        let dead_letter = dead_letter_queue(&state, account, &target).await?;
+        let batch: Vec<Retry> = retries.iter().map(|(r, _)| *r).collect();
+        let applied: HashSet<MessageId> =
+            store::messages::retry(&state.pool, queue, dead_letter, max_deliveries, &batch)
+                .await?
+                .into_iter()
+                .collect();
+        for (r, lease_id) in &retries {
+            if applied.contains(&r.id) {
+                retry_count += 1;
+            } else {
+                warnings.insert(
+                    lease_id.to_string(),
+                    "this lease is no longer the message's current one (it expired and the message was \
+                     delivered again, or it was already acked or retried); the retry changed nothing"
+                        .into(),
+                );
+            }
+        }
+    }
+    Ok(ok(json!({ "ackCount": acked.len(), "retryCount": retry_count, "warnings": warnings })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeekRequest {
+    batch_size: Option<i64>,
+}
+
+pub async fn peek(
+    state: Data,
+    auth: Authed<QueuesRead>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PeekRequest>,
+) -> ApiResult<HttpResponse> {
+    let limit = body.0.batch_size.map(|n| crate::queue::in_range("batch_size", n, 1, MAX_PEEK, "")).transpose()?;
+    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    let found = store::messages::peek(&state.pool, queue.id, limit.unwrap_or(10)).await?;
+    let messages: Vec<Value> = found
+        .iter()
+        .map(|m| {
+            let mut view = message_view(m);
+            view["ref"] = json!(state.signer.peek_ref(queue.id, m.id));
+            view
+        })
+        .collect();
+    Ok(ok(json!({ "messages": messages })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurgeRefs {
+    refs: Option<Vec<RefItem>>,
+}
+
+#[derive(Deserialize)]
+pub struct RefItem {
+    #[serde(rename = "ref")]
+    reference: String,
+}
+
+pub async fn purge(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PurgeRefs>,
+) -> ApiResult<HttpResponse> {
+    let refs = body.0.refs.ok_or_else(|| ApiError::bad_request("refs is required: [{\"ref\": ...}] from a peek"))?;
+    if refs.len() > MAX_ACKS {
+        return Err(ApiError::bad_request(format!("at most {MAX_ACKS} refs per request")));
+    }
+    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    let mut warnings: BTreeMap<String, &str> = BTreeMap::new();
+    let mut wanted: Vec<(MessageId, &str)> = Vec::new();
+    for item in &refs {
+        match state.signer.open_ref(queue.id, &item.reference) {
+            Some(id) => wanted.push((id, &item.reference)),
+            None => {
+                warnings.insert(item.reference.clone(), "unknown ref for this queue");
+            }
+        }
+    }
+    let ids: Vec<MessageId> = wanted.iter().map(|(id, _)| *id).collect();
+    let deleted: HashSet<MessageId> = store::messages::delete(&state.pool, queue.id, &ids).await?.into_iter().collect();
+    for (id, reference) in wanted {
+        if !deleted.contains(&id) {
+            warnings.insert(reference.to_owned(), "the message is no longer in the queue");
+        }
+    }
+    Ok(ok(json!({ "errors": [], "warnings": warnings })))
+}

@@ -1,0 +1,189 @@
+//! Queue endpoints: create, list, get, replace, update, delete, metrics, purge.
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
+use super::views::{timestamp, QueueView};
+use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::ids::{AccountId, QueueId};
+use crate::queue::settings::{QueueName, QueueSettings, QueueSettingsInput};
+use crate::state::AppState;
+use crate::store::{self, queues::QueueRow};
+
+type Data = web::Data<AppState>;
+
+pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
+    path_id(raw, codes::MALFORMED_ID)
+}
+
+/// The account's queue, or the 404 every other account's queue gets too.
+pub async fn find_queue(state: &AppState, account: AccountId, raw_id: &str) -> ApiResult<QueueRow> {
+    let id = queue_id(raw_id)?;
+    store::queues::get(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
+}
+
+async fn view(state: &AppState, queue: &QueueRow) -> ApiResult<QueueView> {
+    let consumers = store::consumers::list(&state.pool, queue.account_id, &[queue.id]).await?;
+    Ok(QueueView::new(queue, &consumers))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateQueue {
+    queue_name: Option<String>,
+    #[serde(default)]
+    settings: QueueSettingsInput,
+}
+
+pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<CreateQueue>) -> ApiResult<HttpResponse> {
+    let body = body.0;
+    let raw_name = body.queue_name.ok_or_else(|| ApiError::bad_request("queue_name is required"))?;
+    let name = QueueName::parse("queue_name", &raw_name)?;
+    let settings = QueueSettings::default().apply(&body.settings)?;
+    let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings).await?;
+    Ok(ok(QueueView::new(&queue, &[])))
+}
+
+fn positive(field: &str, raw: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
+    match raw {
+        None => Ok(default),
+        Some(text) => {
+            text.parse::<i64>().ok().filter(|v| (1..=max).contains(v)).ok_or_else(|| {
+                ApiError::bad_request(format!("{field} must be an integer from 1 to {max}, got {text:?}"))
+            })
+        }
+    }
+}
+
+pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpRequest) -> ApiResult<HttpResponse> {
+    // `name` may repeat, so the query is read as pairs rather than into a struct.
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
+        .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+    let param = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    let page = positive("page", param("page"), 1, i64::from(i32::MAX))?;
+    let per_page = positive("per_page", param("per_page"), 20, 1000)?;
+    let names: Vec<String> = pairs.iter().filter(|(k, _)| k == "name").map(|(_, v)| v.clone()).collect();
+    let (queues, total) = store::queues::list(&state.pool, auth.account_id(), &names, page, per_page).await?;
+    let ids: Vec<QueueId> = queues.iter().map(|q| q.id).collect();
+    let consumers = store::consumers::list(&state.pool, auth.account_id(), &ids).await?;
+    let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, &consumers)).collect();
+    let info = ResultInfo {
+        page,
+        per_page,
+        count: views.len(),
+        total_count: total,
+        total_pages: (total + per_page - 1) / per_page,
+    };
+    Ok(ok_list(views, info))
+}
+
+pub async fn get(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String, String)>) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    Ok(ok(view(&state, &queue).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateQueue {
+    queue_name: Option<String>,
+    #[serde(default)]
+    settings: QueueSettingsInput,
+}
+
+/// PUT replaces the settings (omitted ones return to their defaults); PATCH changes only those given.
+async fn update(
+    state: Data,
+    account: AccountId,
+    raw_id: &str,
+    body: UpdateQueue,
+    replace: bool,
+) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, account, raw_id).await?;
+    let name = match &body.queue_name {
+        Some(raw) => QueueName::parse("queue_name", raw)?,
+        None => QueueName::parse("queue_name", &queue.name)?,
+    };
+    let base = if replace { QueueSettings::default() } else { queue.settings() };
+    let settings = base.apply(&body.settings)?;
+    let updated = store::queues::update(&state.pool, account, queue.id, &name, settings)
+        .await?
+        .ok_or_else(ApiError::queue_not_found)?;
+    Ok(ok(view(&state, &updated).await?))
+}
+
+pub async fn replace(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<UpdateQueue>,
+) -> ApiResult<HttpResponse> {
+    update(state, auth.account_id(), &path.1, body.0, true).await
+}
+
+pub async fn patch(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<UpdateQueue>,
+) -> ApiResult<HttpResponse> {
+    update(state, auth.account_id(), &path.1, body.0, false).await
+}
+
+pub async fn delete(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+) -> ApiResult<HttpResponse> {
+    let id = queue_id(&path.1)?;
+    if !store::queues::delete(&state.pool, auth.account_id(), id).await? {
+        return Err(ApiError::queue_not_found());
+    }
+    Ok(ok(json!({})))
+}
+
+pub async fn metrics(
+    state: Data,
+    auth: Authed<QueuesRead>,
+    path: web::Path<(String, String)>,
+) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    let backlog = store::queues::backlog(&state.pool, queue.id).await?;
+    Ok(ok(super::messages::metrics_json(&backlog)))
+}
+
+#[derive(Deserialize)]
+pub struct PurgeQueue {
+    delete_messages_permanently: Option<serde_json::Value>,
+}
+
+pub async fn purge(
+    state: Data,
+    auth: Authed<QueuesWrite>,
+    path: web::Path<(String, String)>,
+    body: ApiJson<PurgeQueue>,
+) -> ApiResult<HttpResponse> {
+    let id = queue_id(&path.1)?;
+    if body.0.delete_messages_permanently != Some(json!(true)) {
+        return Err(ApiError::bad_request(
+            "a purge deletes every message for good; confirm with {\"delete_messages_permanently\": true}",
+        ));
+    }
+    let queue =
+        store::queues::purge(&state.pool, auth.account_id(), id).await?.ok_or_else(ApiError::queue_not_found)?;
+    Ok(ok(view(&state, &queue).await?))
+}
+
+pub async fn purge_status(
+    state: Data,
+    auth: Authed<QueuesRead>,
+    path: web::Path<(String, String)>,
+) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    Ok(ok(json!({
+        "started_at": queue.purge_started_at.map(timestamp),
+        "completed": if queue.purge_completed { "true" } else { "false" },
+    })))
+}

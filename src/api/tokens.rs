@@ -1,0 +1,94 @@
+//! Token endpoints: verify (any valid token), and create/list/revoke (scope `tokens_write`).
+
+use actix_web::{web, HttpResponse};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
+use super::views::timestamp;
+use crate::auth::{Authed, Scope, Token, TokenOnly, TokensWrite};
+use crate::error::{codes, ApiError, ApiResult};
+use crate::ids::{AccountId, TokenId};
+use crate::state::AppState;
+use crate::store;
+
+type Data = web::Data<AppState>;
+
+pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
+    ok(json!({ "id": auth.principal.token_id, "status": "active" }))
+}
+
+/// Creates a token and returns its text, the only time it is ever shown.
+pub async fn issue(
+    pool: &sqlx::PgPool,
+    account: AccountId,
+    name: &str,
+    scopes: &[Scope],
+) -> Result<(TokenId, String), sqlx::Error> {
+    let token = Token::generate();
+    let text = token.to_text();
+    let id = token.id;
+    let hash = tokio::task::spawn_blocking(move || token.hash_secret()).await.expect("argon2 does not panic");
+    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+    store::tokens::insert(pool, account, id, name, &names, &hash).await?;
+    Ok((id, text))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateToken {
+    name: Option<String>,
+    scopes: Option<Vec<String>>,
+}
+
+pub fn parse_scopes(raw: &[String]) -> Result<Vec<Scope>, String> {
+    if raw.is_empty() {
+        return Err("scopes must name at least one of queues_read, queues_write, tokens_write".into());
+    }
+    raw.iter()
+        .map(|s| {
+            Scope::parse(s).ok_or_else(|| format!("unknown scope {s:?}: use queues_read, queues_write or tokens_write"))
+        })
+        .collect()
+}
+
+pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<CreateToken>) -> ApiResult<HttpResponse> {
+    let body = body.0;
+    let name = body.name.unwrap_or_default();
+    if name.trim().is_empty() || name.len() > 120 {
+        return Err(ApiError::bad_request("name is required (1-120 characters)"));
+    }
+    let scopes = parse_scopes(body.scopes.as_deref().unwrap_or_default()).map_err(ApiError::bad_request)?;
+    let (id, text) = issue(&state.pool, auth.account_id(), &name, &scopes).await?;
+    let row = store::tokens::find_active(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("token"))?;
+    Ok(ok(json!({
+        "id": id,
+        "name": row.name,
+        "scopes": row.scopes,
+        "created_on": timestamp(row.created_at),
+        "token": text,
+    })))
+}
+
+pub async fn list(state: Data, auth: Authed<TokensWrite>) -> ApiResult<HttpResponse> {
+    let rows = store::tokens::list(&state.pool, auth.account_id()).await?;
+    let tokens: Vec<_> = rows
+        .iter()
+        .map(|r| json!({"id": r.id, "name": r.name, "scopes": r.scopes, "created_on": timestamp(r.created_at)}))
+        .collect();
+    let count = tokens.len();
+    let info = ResultInfo { page: 1, per_page: count as i64, count, total_count: count as i64, total_pages: 1 };
+    Ok(ok_list(tokens, info))
+}
+
+pub async fn revoke(
+    state: Data,
+    auth: Authed<TokensWrite>,
+    path: web::Path<(String, String)>,
+) -> ApiResult<HttpResponse> {
+    let id: TokenId = path_id(&path.1, codes::GENERIC)?;
+    if !store::tokens::revoke(&state.pool, auth.account_id(), id).await? {
+        return Err(ApiError::not_found("token"));
+    }
+    Ok(ok(json!({ "id": id })))
+}

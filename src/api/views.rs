@@ -1,0 +1,85 @@
+//! The JSON shapes of queues and consumers, as Cloudflare's clients expect them.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::ids::{ConsumerId, QueueId};
+use crate::queue::consumer::ConsumerKind;
+use crate::queue::settings::QueueSettings;
+use crate::store::consumers::ConsumerRow;
+use crate::store::queues::QueueRow;
+
+pub fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+#[derive(Serialize)]
+pub struct QueueView {
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub created_on: String,
+    pub modified_on: String,
+    pub producers: Vec<Value>,
+    pub producers_total_count: usize,
+    pub consumers: Vec<ConsumerView>,
+    pub consumers_total_count: usize,
+    pub settings: QueueSettings,
+}
+
+impl QueueView {
+    pub fn new(queue: &QueueRow, consumers: &[ConsumerRow]) -> Self {
+        let consumers: Vec<ConsumerView> =
+            consumers.iter().filter(|c| c.queue_id == queue.id).map(ConsumerView::new).collect();
+        Self {
+            queue_id: queue.id,
+            queue_name: queue.name.clone(),
+            created_on: timestamp(queue.created_at),
+            modified_on: timestamp(queue.modified_at),
+            producers: vec![],
+            producers_total_count: 0,
+            consumers_total_count: consumers.len(),
+            consumers,
+            settings: queue.settings(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ConsumerView {
+    pub consumer_id: ConsumerId,
+    #[serde(rename = "type")]
+    pub kind: ConsumerKind,
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub created_on: String,
+    pub dead_letter_queue: String,
+    pub settings: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Only in the answer to a create or a rotation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing_secret: Option<String>,
+}
+
+impl ConsumerView {
+    pub fn new(row: &ConsumerRow) -> Self {
+        let kind = row.kind();
+        let settings = row.settings();
+        let mut settings_json = serde_json::to_value(settings).expect("settings serialize");
+        if kind == ConsumerKind::Webhook {
+            settings_json["max_concurrency"] = json!(settings.max_concurrency);
+        }
+        Self {
+            consumer_id: row.id,
+            kind,
+            queue_id: row.queue_id,
+            queue_name: row.queue_name.clone(),
+            created_on: timestamp(row.created_at),
+            dead_letter_queue: row.dead_letter_queue.clone(),
+            settings: settings_json,
+            url: row.url.clone(),
+            signing_secret: None,
+        }
+    }
+}

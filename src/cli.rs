@@ -1,0 +1,125 @@
+//! The `skiplock` command line: serve, migrate, and the operator's account and token commands.
+
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Scope;
+use crate::config::{Settings, ENV_HELP};
+use crate::ids::TokenId;
+use crate::startup::{self, Application, MIGRATOR};
+use crate::{api, maintenance, store, telemetry};
+
+#[derive(Parser)]
+#[command(name = "skiplock", version, about = "A multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API", after_help = ENV_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API and the dashboard on SKIPLOCK_BIND.
+    Serve {
+        /// Roles to run, comma-separated. `api`: the HTTP API, dashboard and retention clean-up.
+        #[arg(long, value_delimiter = ',', default_value = "api")]
+        roles: Vec<Role>,
+        /// Do not apply pending database migrations at start.
+        #[arg(long)]
+        no_migrate: bool,
+    },
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Manage accounts (tenants).
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
+    },
+    /// Manage API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    Api,
+}
+
+#[derive(Subcommand)]
+enum AccountCommand {
+    /// Create an account and a token with every scope; prints {"account_id", "token"}.
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Create a token for an account; prints {"token_id", "token"}.
+    Create {
+        #[arg(long)]
+        account: String,
+        #[arg(long)]
+        name: String,
+        /// Comma-separated: queues_read, queues_write, tokens_write.
+        #[arg(long, value_delimiter = ',', default_value = "queues_read,queues_write")]
+        scopes: Vec<String>,
+    },
+    /// Revoke a token by id.
+    Revoke { token_id: String },
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings::from_env()?;
+    telemetry::init(&settings.log_filter, settings.log_json);
+    let pool = startup::connect(&settings).await?;
+    match cli.command {
+        Command::Serve { roles, no_migrate } => {
+            if !no_migrate {
+                MIGRATOR.run(&pool).await?;
+            }
+            let stop = CancellationToken::new();
+            startup::cancel_on_signals(stop.clone());
+            if roles.contains(&Role::Api) {
+                let app = Application::build(pool.clone(), settings.bind).await?;
+                tracing::info!(address = %app.local_addr(), "serving the API");
+                let sweeper =
+                    tokio::spawn(maintenance::run(pool.clone(), settings.retention_sweep_every, stop.clone()));
+                app.run_until_stopped(stop.clone()).await?;
+                stop.cancel();
+                let _ = sweeper.await;
+            }
+            pool.close().await;
+        }
+        Command::Migrate => {
+            MIGRATOR.run(&pool).await?;
+            println!("migrations applied");
+        }
+        Command::Account { command: AccountCommand::Create { name } } => {
+            MIGRATOR.run(&pool).await?;
+            let account = store::accounts::create(&pool, &name).await?;
+            let (_, token) = api::tokens::issue(&pool, account, "operator", &Scope::ALL).await?;
+            println!("{}", json!({ "account_id": account, "token": token }));
+        }
+        Command::Token { command: TokenCommand::Create { account, name, scopes } } => {
+            let account = account.parse().map_err(|e| anyhow::anyhow!("--account: {e}"))?;
+            if !store::accounts::exists(&pool, account).await? {
+                anyhow::bail!("no account {account}");
+            }
+            let scopes = api::tokens::parse_scopes(&scopes).map_err(|e| anyhow::anyhow!("--scopes: {e}"))?;
+            let (id, token) = api::tokens::issue(&pool, account, &name, &scopes).await?;
+            println!("{}", json!({ "token_id": id, "token": token }));
+        }
+        Command::Token { command: TokenCommand::Revoke { token_id } } => {
+            let id: TokenId = token_id.parse().map_err(|e| anyhow::anyhow!("token id: {e}"))?;
+            if !store::tokens::revoke_by_operator(&pool, id).await? {
+                anyhow::bail!("no active token {id}");
+            }
+            println!("{}", json!({ "revoked": id }));
+        }
+    }
+    Ok(())
+}

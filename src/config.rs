@@ -1,0 +1,107 @@
+//! Settings: defaults, overridden by environment variables, validated once at start-up so a bad value
+//! stops the process with a message instead of surfacing later.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+pub const ENV_HELP: &str = "\
+Environment:
+  DATABASE_URL                  PostgreSQL connection URL (required)
+  SKIPLOCK_BIND                 API and dashboard address            [default: 127.0.0.1:8787]
+  SKIPLOCK_METRICS_BIND         Prometheus /metrics address          [default: 127.0.0.1:9787]
+  SKIPLOCK_WEBHOOK_ALLOW_CIDRS  networks exempt from the webhook address guard, comma-separated
+                                (for example 127.0.0.0/8,::1/128)    [default: none]
+  SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
+  SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info]
+  SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database_url: String,
+    pub bind: SocketAddr,
+    pub metrics_bind: SocketAddr,
+    pub webhook_allow_cidrs: Vec<IpNet>,
+    pub db_pool_size: u32,
+    pub log_filter: String,
+    pub log_json: bool,
+    /// How often expired messages are looked for.
+    pub retention_sweep_every: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(String);
+
+impl Settings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let database_url = get("DATABASE_URL")
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| ConfigError("DATABASE_URL is not set; point it at a PostgreSQL database".into()))?;
+        let addr = |key: &str, default: &str| -> Result<SocketAddr, ConfigError> {
+            let raw = get(key).unwrap_or_else(|| default.to_owned());
+            raw.parse().map_err(|_| ConfigError(format!("{key}={raw:?} is not an address like 127.0.0.1:8787")))
+        };
+        let webhook_allow_cidrs = get("SKIPLOCK_WEBHOOK_ALLOW_CIDRS")
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                s.parse::<IpNet>().map_err(|_| {
+                    ConfigError(format!("SKIPLOCK_WEBHOOK_ALLOW_CIDRS: {s:?} is not a network like 10.0.0.0/8"))
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        let pool_raw = get("SKIPLOCK_DB_POOL_SIZE").unwrap_or_else(|| "16".into());
+        let db_pool_size = pool_raw.parse::<u32>().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
+            ConfigError(format!("SKIPLOCK_DB_POOL_SIZE={pool_raw:?} must be a number from 1 to 1000"))
+        })?;
+        let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
+            None | Some("text") => false,
+            Some("json") => true,
+            Some(other) => return Err(ConfigError(format!("SKIPLOCK_LOG_FORMAT={other:?} must be text or json"))),
+        };
+        Ok(Self {
+            database_url,
+            bind: addr("SKIPLOCK_BIND", "127.0.0.1:8787")?,
+            metrics_bind: addr("SKIPLOCK_METRICS_BIND", "127.0.0.1:9787")?,
+            webhook_allow_cidrs,
+            db_pool_size,
+            log_filter: get("SKIPLOCK_LOG").unwrap_or_else(|| "info".into()),
+            log_json,
+            retention_sweep_every: Duration::from_secs(30),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        Settings::from_lookup(|k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string()))
+    }
+
+    #[test]
+    fn defaults_apply_when_only_the_database_is_given() {
+        let s = settings(&[("DATABASE_URL", "postgres://x")]).unwrap();
+        assert_eq!(s.bind.to_string(), "127.0.0.1:8787");
+        assert_eq!(s.metrics_bind.to_string(), "127.0.0.1:9787");
+        assert!(s.webhook_allow_cidrs.is_empty());
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable() {
+        assert!(settings(&[]).unwrap_err().to_string().contains("DATABASE_URL"));
+        let err = settings(&[("DATABASE_URL", "postgres://x"), ("SKIPLOCK_BIND", "nope")]).unwrap_err();
+        assert!(err.to_string().contains("SKIPLOCK_BIND"));
+        let err = settings(&[("DATABASE_URL", "x"), ("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.1/8,bad")]).unwrap_err();
+        assert!(err.to_string().contains("bad"));
+    }
+}

@@ -1,0 +1,145 @@
+//! `ApiError`: the one table of error kind -> HTTP status -> Cloudflare code, and the envelope every
+//! failure is answered with. Internal causes are logged, never shown to the client.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Bad input the caller can fix: a 400 with a Cloudflare code where one fits.
+    #[error("{message}")]
+    BadRequest { code: u32, message: String },
+    #[error("{0}")]
+    PayloadTooLarge(String, u32),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String, u32),
+    /// A conflict that retrying cannot fix (a duplicate name, a second consumer).
+    #[error("{0}")]
+    Conflict(String, u32),
+    /// A conflict that may clear by itself (a paused queue).
+    #[error("{0}")]
+    ConflictRetryable(String, u32),
+    #[error("the database is unavailable; retry shortly")]
+    Unavailable(#[source] sqlx::Error),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+pub mod codes {
+    pub const GENERIC: u32 = 10000;
+    pub const QUEUE_NOT_FOUND: u32 = 10104;
+    pub const UNAUTHORIZED: u32 = 10106;
+    pub const MALFORMED_ID: u32 = 10107;
+    pub const INVALID_DELAY: u32 = 10202;
+    pub const MESSAGE_TOO_LARGE: u32 = 10204;
+    pub const BATCH_TOO_LARGE: u32 = 10205;
+    pub const TOO_MANY_MESSAGES: u32 = 10206;
+    pub const INVALID_BODY: u32 = 10207;
+    pub const MALFORMED_JSON: u32 = 10208;
+    pub const DUPLICATE_NAME: u32 = 11009;
+    pub const DELIVERY_PAUSED: u32 = 11010;
+    pub const NO_PULL_CONSUMER: u32 = 11011;
+    pub const CONSUMER_EXISTS: u32 = 11012;
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::BadRequest { code: codes::INVALID_BODY, message: message.into() }
+    }
+    pub fn bad_request_code(code: u32, message: impl Into<String>) -> Self {
+        Self::BadRequest { code, message: message.into() }
+    }
+    pub fn queue_not_found() -> Self {
+        Self::NotFound("queue not found".into(), codes::QUEUE_NOT_FOUND)
+    }
+    pub fn not_found(what: &str) -> Self {
+        Self::NotFound(format!("{what} not found"), codes::GENERIC)
+    }
+
+    fn code(&self) -> u32 {
+        match self {
+            Self::BadRequest { code, .. } => *code,
+            Self::PayloadTooLarge(_, code)
+            | Self::NotFound(_, code)
+            | Self::Conflict(_, code)
+            | Self::ConflictRetryable(_, code) => *code,
+            Self::Unauthorized(_) | Self::Forbidden(_) => codes::UNAUTHORIZED,
+            Self::Unavailable(_) | Self::Internal(_) => codes::GENERIC,
+        }
+    }
+
+    /// The SDKs retry 408/409/429/5xx; answers that a retry cannot fix say so.
+    fn retry_cannot_help(&self) -> bool {
+        !matches!(self, Self::ConflictRetryable(..) | Self::Unavailable(_) | Self::Internal(_))
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(err: sqlx::Error) -> Self {
+        match &err {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
+                Self::Unavailable(err)
+            }
+            _ => Self::Internal(err.into()),
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(err: crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match err {
+            StoreError::DuplicateQueueName(name) => {
+                Self::Conflict(format!("a queue named '{name}' already exists in this account"), codes::DUPLICATE_NAME)
+            }
+            StoreError::ConsumerExists => Self::Conflict(
+                "this queue already has a consumer; delete it before adding another".into(),
+                codes::CONSUMER_EXISTS,
+            ),
+            StoreError::Database(db) => db.into(),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::PayloadTooLarge(..) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(..) => StatusCode::NOT_FOUND,
+            Self::Conflict(..) | Self::ConflictRetryable(..) => StatusCode::CONFLICT,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        match self {
+            Self::Internal(cause) => tracing::error!(error = ?cause, "request failed"),
+            Self::Unavailable(cause) => tracing::warn!(error = %cause, "database unavailable"),
+            _ => {}
+        }
+        let mut response = HttpResponse::build(self.status_code());
+        if self.retry_cannot_help() {
+            response.insert_header(("x-should-retry", "false"));
+        }
+        if matches!(self, Self::Unavailable(_)) {
+            response.insert_header((header::RETRY_AFTER, "1"));
+        }
+        response.json(json!({
+            "success": false,
+            "errors": [{"code": self.code(), "message": self.to_string()}],
+            "messages": [],
+            "result": null,
+        }))
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,15 @@
+//! skiplock: a multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API.
+#![forbid(unsafe_code)]
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod ids;
+pub mod maintenance;
+pub mod queue;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,182 @@
+//! Consumers: their two kinds, their settings with per-kind defaults and ranges.
+
+use serde::{Deserialize, Serialize};
+
+use super::settings::MAX_DELAY_SECONDS;
+use super::{in_range, invalid, Invalid};
+
+/// The server's ceiling for a webhook consumer's batches in flight (`max_concurrency: null`).
+pub const MAX_CONCURRENCY: i64 = 250;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConsumerKind {
+    HttpPull,
+    Webhook,
+}
+
+impl ConsumerKind {
+    pub fn parse(raw: &str) -> Result<Self, Invalid> {
+        match raw {
+            "http_pull" => Ok(Self::HttpPull),
+            "webhook" => Ok(Self::Webhook),
+            "worker" => {
+                Err(invalid("type 'worker' needs Cloudflare Workers; skiplock consumers are 'http_pull' or 'webhook'"))
+            }
+            other => Err(invalid(format!("type must be 'http_pull' or 'webhook', got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::HttpPull => "http_pull",
+            Self::Webhook => "webhook",
+        }
+    }
+}
+
+/// Settings as the client sends them. `max_concurrency` distinguishes "absent" from an explicit null.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConsumerSettingsInput {
+    pub batch_size: Option<i64>,
+    pub max_retries: Option<i64>,
+    pub retry_delay: Option<i64>,
+    pub max_wait_time_ms: Option<i64>,
+    #[serde(default, deserialize_with = "explicit_null")]
+    pub max_concurrency: Option<Option<i64>>,
+    pub visibility_timeout_ms: Option<i64>,
+}
+
+fn explicit_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
+    Option::<i64>::deserialize(d).map(Some)
+}
+
+/// Validated settings. Fields that do not apply to a kind are `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ConsumerSettings {
+    pub batch_size: i64,
+    pub max_retries: i64,
+    pub retry_delay: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_wait_time_ms: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility_timeout_ms: Option<i64>,
+    /// Webhook only; `null` on the wire means the server's maximum.
+    #[serde(skip)]
+    pub max_concurrency: Option<i64>,
+}
+
+impl ConsumerSettings {
+    pub fn defaults(kind: ConsumerKind) -> Self {
+        match kind {
+            ConsumerKind::HttpPull => Self {
+                batch_size: 5,
+                max_retries: 3,
+                retry_delay: 0,
+                max_wait_time_ms: None,
+                visibility_timeout_ms: Some(30_000),
+                max_concurrency: None,
+            },
+            ConsumerKind::Webhook => Self {
+                batch_size: 10,
+                max_retries: 3,
+                retry_delay: 0,
+                max_wait_time_ms: Some(5_000),
+                visibility_timeout_ms: None,
+                max_concurrency: None,
+            },
+        }
+    }
+
+    /// Validates `input` for `kind`; omitted fields take the kind's defaults (consumer updates are
+    /// full overwrites, as in Cloudflare).
+    pub fn from_input(kind: ConsumerKind, input: &ConsumerSettingsInput) -> Result<Self, Invalid> {
+        let mut s = Self::defaults(kind);
+        let field = |name: &str| format!("settings.{name}");
+        if let Some(v) = input.batch_size {
+            s.batch_size = in_range(&field("batch_size"), v, 1, 100, "")?;
+        }
+        if let Some(v) = input.max_retries {
+            s.max_retries = in_range(&field("max_retries"), v, 0, 100, "")?;
+        }
+        if let Some(v) = input.retry_delay {
+            s.retry_delay = in_range(&field("retry_delay"), v, 0, MAX_DELAY_SECONDS, " seconds")?;
+        }
+        let only_for = |name: &str, other: ConsumerKind| {
+            invalid(format!("settings.{name} applies to {} consumers only", other.as_str()))
+        };
+        match kind {
+            ConsumerKind::HttpPull => {
+                if input.max_wait_time_ms.is_some() {
+                    return Err(only_for("max_wait_time_ms", ConsumerKind::Webhook));
+                }
+                if matches!(input.max_concurrency, Some(Some(_))) {
+                    return Err(only_for("max_concurrency", ConsumerKind::Webhook));
+                }
+                if let Some(v) = input.visibility_timeout_ms {
+                    s.visibility_timeout_ms = Some(in_range(&field("visibility_timeout_ms"), v, 1, 43_200_000, " ms")?);
+                }
+            }
+            ConsumerKind::Webhook => {
+                if input.visibility_timeout_ms.is_some() {
+                    return Err(only_for("visibility_timeout_ms", ConsumerKind::HttpPull));
+                }
+                if let Some(v) = input.max_wait_time_ms {
+                    s.max_wait_time_ms = Some(in_range(&field("max_wait_time_ms"), v, 0, 30_000, " ms")?);
+                }
+                if let Some(Some(v)) = input.max_concurrency {
+                    s.max_concurrency = Some(in_range(&field("max_concurrency"), v, 1, MAX_CONCURRENCY, "")?);
+                }
+            }
+        }
+        Ok(s)
+    }
+
+    /// How many times a message may be delivered before it is dead-lettered or deleted.
+    pub fn max_deliveries(&self) -> i32 {
+        self.max_retries as i32 + 1
+    }
+}
+
+/// A webhook URL: absolute http or https, with a host. Where it may connect is checked at
+/// delivery time, not here.
+pub fn parse_webhook_url(raw: &str) -> Result<String, Invalid> {
+    let rest = raw
+        .strip_prefix("https://")
+        .or_else(|| raw.strip_prefix("http://"))
+        .ok_or_else(|| invalid(format!("url must be an absolute http or https URL, got {raw:?}")))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || raw.len() > 2048 || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(format!("url must be an absolute http or https URL with a host, got {raw:?}")));
+    }
+    Ok(raw.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_differ_by_kind() {
+        assert_eq!(ConsumerSettings::defaults(ConsumerKind::HttpPull).batch_size, 5);
+        assert_eq!(ConsumerSettings::defaults(ConsumerKind::Webhook).batch_size, 10);
+        assert_eq!(ConsumerSettings::defaults(ConsumerKind::Webhook).max_wait_time_ms, Some(5000));
+    }
+
+    #[test]
+    fn settings_of_the_other_kind_are_refused() {
+        let input = ConsumerSettingsInput { max_wait_time_ms: Some(10), ..Default::default() };
+        assert!(ConsumerSettings::from_input(ConsumerKind::HttpPull, &input).is_err());
+        let input = ConsumerSettingsInput { visibility_timeout_ms: Some(10), ..Default::default() };
+        assert!(ConsumerSettings::from_input(ConsumerKind::Webhook, &input).is_err());
+    }
+
+    #[test]
+    fn webhook_urls_must_be_http_with_a_host() {
+        assert!(parse_webhook_url("https://example.com/hook").is_ok());
+        assert!(parse_webhook_url("ftp://example.com").is_err());
+        assert!(parse_webhook_url("http:///path").is_err());
+        assert!(parse_webhook_url("http://a b").is_err());
+    }
+}

@@ -1,0 +1,189 @@
+//! Message content: the three content types, how bodies are stored and encoded for consumers, the
+//! size limits, and delay precedence.
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use serde_json::Value;
+
+use super::settings::MAX_DELAY_SECONDS;
+use super::{invalid, Invalid, InvalidKind};
+
+pub const MAX_MESSAGE_BYTES: usize = 128_000;
+pub const MAX_BATCH_BYTES: usize = 256_000;
+pub const MAX_BATCH_MESSAGES: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentType {
+    Json,
+    Text,
+    Bytes,
+}
+
+impl ContentType {
+    pub fn parse(field: &str, raw: Option<&str>) -> Result<Self, Invalid> {
+        match raw {
+            None | Some("json") => Ok(Self::Json),
+            Some("text") => Ok(Self::Text),
+            Some("bytes") => Ok(Self::Bytes),
+            Some("v8") => {
+                Err(invalid(format!("{field} 'v8' is only available to Workers producers; use json, text or bytes")))
+            }
+            Some(other) => Err(invalid(format!("{field} must be json, text or bytes, got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Json => "json",
+            Self::Text => "text",
+            Self::Bytes => "bytes",
+        }
+    }
+
+    /// The code stored in `message_bodies.content_type`.
+    pub fn code(self) -> i16 {
+        match self {
+            Self::Json => 0,
+            Self::Text => 1,
+            Self::Bytes => 2,
+        }
+    }
+
+    pub fn from_code(code: i16) -> Self {
+        match code {
+            1 => Self::Text,
+            2 => Self::Bytes,
+            _ => Self::Json,
+        }
+    }
+}
+
+/// A message ready to store: its bytes, content type and resolved delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewMessage {
+    pub content_type: ContentType,
+    pub body: Vec<u8>,
+    pub delay_seconds: i64,
+}
+
+/// One message as published. `field` names it in error messages (`messages[3]`, say).
+pub struct PublishInput<'a> {
+    pub field: &'a str,
+    pub body: Option<&'a Value>,
+    pub content_type: Option<&'a str>,
+    pub delay_seconds: Option<i64>,
+}
+
+/// Turns a published message into stored bytes, applying the size limit and delay precedence:
+/// the message's delay, else the batch's, else the queue's.
+pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, queue_delay: i64) -> Result<NewMessage, Invalid> {
+    let field = input.field;
+    let content_type = ContentType::parse(&format!("{field}.content_type"), input.content_type)?;
+    let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
+    let bytes = match (content_type, body) {
+        (ContentType::Json, value) => serde_json::to_vec(value).expect("a JSON value serializes"),
+        (ContentType::Text, Value::String(s)) => s.clone().into_bytes(),
+        (ContentType::Text, _) => return Err(invalid(format!("{field}.body must be a string for content_type text"))),
+        (ContentType::Bytes, Value::String(s)) => {
+            BASE64.decode(s).map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
+        }
+        (ContentType::Bytes, _) => {
+            return Err(invalid(format!("{field}.body must be a base64 string for content_type bytes")))
+        }
+    };
+    if bytes.len() > MAX_MESSAGE_BYTES {
+        return Err(Invalid {
+            kind: InvalidKind::MessageTooLarge,
+            message: format!("{field}.body is {} bytes; a message may be at most {MAX_MESSAGE_BYTES}", bytes.len()),
+        });
+    }
+    let delay_seconds = match input.delay_seconds {
+        Some(d) => check_delay(&format!("{field}.delay_seconds"), d)?,
+        None => batch_delay.unwrap_or(queue_delay),
+    };
+    Ok(NewMessage { content_type, body: bytes, delay_seconds })
+}
+
+pub fn check_delay(field: &str, seconds: i64) -> Result<i64, Invalid> {
+    if (0..=MAX_DELAY_SECONDS).contains(&seconds) {
+        Ok(seconds)
+    } else {
+        Err(Invalid {
+            kind: InvalidKind::Delay,
+            message: format!("{field} must be between 0 and {MAX_DELAY_SECONDS} seconds, got {seconds}"),
+        })
+    }
+}
+
+/// Checks a whole batch against the count and total size limits.
+pub fn check_batch(messages: &[NewMessage]) -> Result<(), Invalid> {
+    if messages.len() > MAX_BATCH_MESSAGES {
+        return Err(Invalid {
+            kind: InvalidKind::TooManyMessages,
+            message: format!("a batch may hold at most {MAX_BATCH_MESSAGES} messages, got {}", messages.len()),
+        });
+    }
+    let total: usize = messages.iter().map(|m| m.body.len()).sum();
+    if total > MAX_BATCH_BYTES {
+        return Err(Invalid {
+            kind: InvalidKind::BatchTooLarge,
+            message: format!("the batch's bodies total {total} bytes; a batch may be at most {MAX_BATCH_BYTES}"),
+        });
+    }
+    Ok(())
+}
+
+/// A body as pull and peek return it: `text` plain, `json` and `bytes` as base64 (as Cloudflare does).
+pub fn encode_for_pull(content_type: ContentType, body: &[u8]) -> Value {
+    match content_type {
+        ContentType::Text => Value::String(String::from_utf8_lossy(body).into_owned()),
+        ContentType::Json | ContentType::Bytes => Value::String(BASE64.encode(body)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn input<'a>(body: &'a Value, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
+        PublishInput { field: "message", body: Some(body), content_type: ct, delay_seconds: delay }
+    }
+
+    #[test]
+    fn delay_precedence_is_message_then_batch_then_queue() {
+        let body = json!(1);
+        assert_eq!(prepare(input(&body, None, Some(3)), Some(5), 7).unwrap().delay_seconds, 3);
+        assert_eq!(prepare(input(&body, None, None), Some(5), 7).unwrap().delay_seconds, 5);
+        assert_eq!(prepare(input(&body, None, None), None, 7).unwrap().delay_seconds, 7);
+        assert_eq!(prepare(input(&body, None, Some(0)), Some(5), 7).unwrap().delay_seconds, 0);
+    }
+
+    #[test]
+    fn bodies_are_stored_by_content_type() {
+        let text = json!("héllo");
+        assert_eq!(prepare(input(&text, Some("text"), None), None, 0).unwrap().body, "héllo".as_bytes());
+        let b64 = json!("AAEC");
+        assert_eq!(prepare(input(&b64, Some("bytes"), None), None, 0).unwrap().body, vec![0, 1, 2]);
+        let obj = json!({"a": 1});
+        assert_eq!(prepare(input(&obj, None, None), None, 0).unwrap().body, br#"{"a":1}"#);
+    }
+
+    #[test]
+    fn wrong_bodies_and_delays_are_refused() {
+        let obj = json!({"a": 1});
+        assert!(prepare(input(&obj, Some("text"), None), None, 0).is_err());
+        let bad = json!("not base64!");
+        assert!(prepare(input(&bad, Some("bytes"), None), None, 0).is_err());
+        let err = prepare(input(&obj, None, Some(43_201)), None, 0).unwrap_err();
+        assert_eq!(err.kind, InvalidKind::Delay);
+        assert!(prepare(input(&obj, Some("v8"), None), None, 0).unwrap_err().message.contains("v8"));
+    }
+
+    #[test]
+    fn oversized_messages_are_refused() {
+        let big = Value::String("x".repeat(MAX_MESSAGE_BYTES + 1));
+        let err = prepare(input(&big, Some("text"), None), None, 0).unwrap_err();
+        assert_eq!(err.kind, InvalidKind::MessageTooLarge);
+    }
+}

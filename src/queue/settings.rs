@@ -1,0 +1,109 @@
+//! Queue names and queue settings, with Cloudflare's defaults and ranges.
+
+use serde::{Deserialize, Serialize};
+
+use super::{in_range, invalid, Invalid};
+
+pub const MAX_DELAY_SECONDS: i64 = 43_200;
+pub const DEFAULT_RETENTION_SECONDS: i64 = 345_600;
+pub const MIN_RETENTION_SECONDS: i64 = 60;
+pub const MAX_RETENTION_SECONDS: i64 = 1_209_600;
+
+/// A queue name: 1-63 characters of `a-z0-9-`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueName(String);
+
+impl QueueName {
+    pub fn parse(field: &str, raw: &str) -> Result<Self, Invalid> {
+        let valid_chars = raw.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if raw.is_empty() || raw.len() > 63 || !valid_chars {
+            return Err(invalid(format!(
+                "{field} must be 1-63 characters of lowercase letters, digits and '-', got {raw:?}"
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Settings as the client sends them: every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettingsInput {
+    pub delivery_delay: Option<i64>,
+    pub delivery_paused: Option<bool>,
+    pub message_retention_period: Option<i64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct QueueSettings {
+    pub delivery_delay: i64,
+    pub delivery_paused: bool,
+    pub message_retention_period: i64,
+}
+
+impl Default for QueueSettings {
+    fn default() -> Self {
+        Self { delivery_delay: 0, delivery_paused: false, message_retention_period: DEFAULT_RETENTION_SECONDS }
+    }
+}
+
+impl QueueSettings {
+    /// Applies `input` over `self`: fields the input omits keep their current value. A PUT passes
+    /// the defaults as `self`, a PATCH the stored settings.
+    pub fn apply(self, input: &QueueSettingsInput) -> Result<Self, Invalid> {
+        let delivery_delay = match input.delivery_delay {
+            Some(d) => in_range("settings.delivery_delay", d, 0, MAX_DELAY_SECONDS, " seconds")?,
+            None => self.delivery_delay,
+        };
+        let message_retention_period = match input.message_retention_period {
+            Some(r) => in_range(
+                "settings.message_retention_period",
+                r,
+                MIN_RETENTION_SECONDS,
+                MAX_RETENTION_SECONDS,
+                " seconds",
+            )?,
+            None => self.message_retention_period,
+        };
+        Ok(Self {
+            delivery_delay,
+            delivery_paused: input.delivery_paused.unwrap_or(self.delivery_paused),
+            message_retention_period,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_allow_lowercase_digits_and_dashes_only() {
+        assert!(QueueName::parse("queue_name", "orders-2").is_ok());
+        assert!(QueueName::parse("queue_name", "").is_err());
+        assert!(QueueName::parse("queue_name", "Orders").is_err());
+        assert!(QueueName::parse("queue_name", "a_b").is_err());
+        assert!(QueueName::parse("queue_name", &"a".repeat(63)).is_ok());
+        assert!(QueueName::parse("queue_name", &"a".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn omitted_settings_keep_the_base_values() {
+        let base = QueueSettings { delivery_delay: 7, ..Default::default() };
+        let input = QueueSettingsInput { delivery_paused: Some(true), ..Default::default() };
+        let applied = base.apply(&input).unwrap();
+        assert_eq!(applied.delivery_delay, 7);
+        assert!(applied.delivery_paused);
+    }
+
+    #[test]
+    fn out_of_range_settings_name_the_field() {
+        let input = QueueSettingsInput { message_retention_period: Some(59), ..Default::default() };
+        let err = QueueSettings::default().apply(&input).unwrap_err();
+        assert!(err.message.contains("settings.message_retention_period"), "{}", err.message);
+    }
+}

@@ -1,0 +1,86 @@
+//! Building and running the service: the database pool, migrations, the HTTP server and the
+//! background tasks, all stopped by one cancellation token.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use actix_web::{web, App, HttpResponse, HttpServer};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{self, envelope::MAX_REQUEST_BYTES};
+use crate::config::Settings;
+use crate::state::AppState;
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(settings.db_pool_size)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(&settings.database_url)
+        .await
+}
+
+const DASHBOARD: &str = include_str!("../web/index.html");
+
+/// The HTTP app, bound and ready to run.
+pub struct Application {
+    server: actix_web::dev::Server,
+    local_addr: SocketAddr,
+}
+
+impl Application {
+    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
+    pub async fn build(pool: PgPool, bind: SocketAddr) -> anyhow::Result<Self> {
+        let state = web::Data::new(AppState::load(pool).await?);
+        let listener = TcpListener::bind(bind)?;
+        let local_addr = listener.local_addr()?;
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(state.clone())
+                .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
+                .configure(api::routes)
+                .route("/", web::get().to(dashboard))
+                .default_service(web::to(api::no_such_endpoint))
+        })
+        .disable_signals()
+        .shutdown_timeout(10)
+        .listen(listener)?
+        .run();
+        Ok(Self { server, local_addr })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until `stop` is cancelled, then stops accepting and lets in-flight requests finish.
+    pub async fn run_until_stopped(self, stop: CancellationToken) -> std::io::Result<()> {
+        let handle = self.server.handle();
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            handle.stop(true).await;
+        });
+        self.server.await
+    }
+}
+
+async fn dashboard() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(DASHBOARD)
+}
+
+/// Cancels `stop` on SIGTERM or SIGINT.
+pub fn cancel_on_signals(stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+}

@@ -1,0 +1,19 @@
+//! What every request handler shares: the pool, the token verifier and the lease signer.
+
+use sqlx::PgPool;
+
+use crate::auth::Verifier;
+use crate::queue::lease::Signer;
+
+pub struct AppState {
+    pub pool: PgPool,
+    pub verifier: Verifier,
+    pub signer: Signer,
+}
+
+impl AppState {
+    pub async fn load(pool: PgPool) -> Result<Self, sqlx::Error> {
+        let key = crate::store::server_key(&pool).await?;
+        Ok(Self { verifier: Verifier::new(pool.clone()), signer: Signer::new(key), pool })
+    }
+}

@@ -1,0 +1,272 @@
+//! Consumers: at most one per queue (the `consumers_queue_key` constraint says so).
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, PgPool};
+
+use super::{violated_constraint, StoreError};
+use crate::ids::{AccountId, ConsumerId, QueueId};
+use crate::queue::consumer::{ConsumerKind, ConsumerSettings};
+
+const COLUMNS: &str = "c.id, c.account_id, c.queue_id, q.name as queue_name, c.kind, c.dead_letter_queue, \
+                       c.batch_size, c.max_retries, c.retry_delay, c.max_wait_time_ms, c.max_concurrency, \
+                       c.visibility_timeout_ms, c.url, c.created_at";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ConsumerRow {
+    pub id: ConsumerId,
+    pub account_id: AccountId,
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub kind: String,
+    pub dead_letter_queue: String,
+    pub batch_size: i32,
+    pub max_retries: i32,
+    pub retry_delay: i32,
+    pub max_wait_time_ms: Option<i32>,
+    pub max_concurrency: Option<i32>,
+    pub visibility_timeout_ms: Option<i32>,
+    pub url: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl ConsumerRow {
+    pub fn kind(&self) -> ConsumerKind {
+        ConsumerKind::parse(&self.kind).expect("the kind column is checked by the schema")
+    }
+
+    pub fn settings(&self) -> ConsumerSettings {
+        ConsumerSettings {
+            batch_size: self.batch_size.into(),
+            max_retries: self.max_retries.into(),
+            retry_delay: self.retry_delay.into(),
+            max_wait_time_ms: self.max_wait_time_ms.map(Into::into),
+            visibility_timeout_ms: self.visibility_timeout_ms.map(Into::into),
+            max_concurrency: self.max_concurrency.map(Into::into),
+        }
+    }
+}
+
+/// What a consumer is created or replaced with.
+pub struct ConsumerSpec<'a> {
+    pub kind: ConsumerKind,
+    pub settings: ConsumerSettings,
+    pub dead_letter_queue: &'a str,
+    pub url: Option<&'a str>,
+}
+
+pub async fn create(
+    pool: &PgPool,
+    account: AccountId,
+    queue: QueueId,
+    spec: &ConsumerSpec<'_>,
+    signing_secret: Option<&str>,
+) -> Result<ConsumerRow, StoreError> {
+    let id = ConsumerId::new();
+    let s = &spec.settings;
+    sqlx::query(
+        "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
+             retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+    )
+    .bind(id)
+    .bind(account)
+    .bind(queue)
+    .bind(spec.kind.as_str())
+    .bind(spec.dead_letter_queue)
+    .bind(s.batch_size as i32)
+    .bind(s.max_retries as i32)
+    .bind(s.retry_delay as i32)
+    .bind(s.max_wait_time_ms.map(|v| v as i32))
+    .bind(s.max_concurrency.map(|v| v as i32))
+    .bind(s.visibility_timeout_ms.map(|v| v as i32))
+    .bind(spec.url)
+    .bind(signing_secret)
+    .execute(pool)
+    .await
+    .map_err(|e| match violated_constraint(&e) {
+        Some("consumers_queue_key") => StoreError::ConsumerExists,
+        _ => e.into(),
+    })?;
+    Ok(get(pool, account, queue, id).await?.expect("the consumer was just created"))
+}
+
+pub async fn list(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queues: &[QueueId],
+) -> Result<Vec<ConsumerRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "select {COLUMNS} from consumers c join queues q on q.id = c.queue_id
+         where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"
+    ))
+    .bind(account)
+    .bind(queues)
+    .fetch_all(db)
+    .await
+}
+
+pub async fn get(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+    id: ConsumerId,
+) -> Result<Option<ConsumerRow>, sqlx::Error> {
+    sqlx::query_as(&format!(
+        "select {COLUMNS} from consumers c join queues q on q.id = c.queue_id
+         where c.account_id = $1 and c.queue_id = $2 and c.id = $3"
+    ))
+    .bind(account)
+    .bind(queue)
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn update(
+    pool: &PgPool,
+    account: AccountId,
+    queue: QueueId,
+    id: ConsumerId,
+    spec: &ConsumerSpec<'_>,
+) -> Result<Option<ConsumerRow>, sqlx::Error> {
+    let s = &spec.settings;
+    let updated = sqlx::query(
+        "update consumers set dead_letter_queue = $4, batch_size = $5, max_retries = $6, retry_delay = $7,
+             max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
+             url = coalesce($11, url)
+         where account_id = $1 and queue_id = $2 and id = $3",
+    )
+    .bind(account)
+    .bind(queue)
+    .bind(id)
+    .bind(spec.dead_letter_queue)
+    .bind(s.batch_size as i32)
+    .bind(s.max_retries as i32)
+    .bind(s.retry_delay as i32)
+    .bind(s.max_wait_time_ms.map(|v| v as i32))
+    .bind(s.max_concurrency.map(|v| v as i32))
+    .bind(s.visibility_timeout_ms.map(|v| v as i32))
+    .bind(spec.url)
+    .execute(pool)
+    .await?;
+    if updated.rows_affected() == 0 {
+        return Ok(None);
+    }
+    get(pool, account, queue, id).await
+}
+
+pub async fn delete(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+    id: ConsumerId,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("delete from consumers where account_id = $1 and queue_id = $2 and id = $3")
+        .bind(account)
+        .bind(queue)
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Everything a pull or an ack needs to know about a queue, in one round trip: its pause state,
+/// its consumer's settings and the id of the dead-letter queue, if that queue exists.
+#[derive(Debug, Clone)]
+pub struct DeliveryTarget {
+    pub queue_id: QueueId,
+    pub delivery_paused: bool,
+    pub consumer: Option<ConsumerFields>,
+    pub dead_letter_queue_id: Option<QueueId>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumerFields {
+    pub kind: String,
+    pub dead_letter_queue: String,
+    pub batch_size: i32,
+    pub max_retries: i32,
+    pub retry_delay: i32,
+    pub visibility_timeout_ms: Option<i32>,
+}
+
+pub async fn delivery_target(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+) -> Result<Option<DeliveryTarget>, sqlx::Error> {
+    let row: Option<DeliveryTargetRow> = sqlx::query_as(
+        "select q.id as queue_id, q.delivery_paused, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
+                c.retry_delay, c.visibility_timeout_ms, d.id as dead_letter_queue_id
+         from queues q
+         left join consumers c on c.queue_id = q.id
+         left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue
+         where q.account_id = $1 and q.id = $2",
+    )
+    .bind(account)
+    .bind(queue)
+    .fetch_optional(db)
+    .await?;
+    Ok(row.map(DeliveryTargetRow::into_target))
+}
+
+#[derive(sqlx::FromRow)]
+struct DeliveryTargetRow {
+    queue_id: QueueId,
+    delivery_paused: bool,
+    kind: Option<String>,
+    dead_letter_queue: Option<String>,
+    batch_size: Option<i32>,
+    max_retries: Option<i32>,
+    retry_delay: Option<i32>,
+    visibility_timeout_ms: Option<i32>,
+    dead_letter_queue_id: Option<QueueId>,
+}
+
+impl DeliveryTargetRow {
+    fn into_target(self) -> DeliveryTarget {
+        let consumer = match (self.kind, self.batch_size, self.max_retries, self.retry_delay) {
+            (Some(kind), Some(batch_size), Some(max_retries), Some(retry_delay)) => Some(ConsumerFields {
+                kind,
+                dead_letter_queue: self.dead_letter_queue.unwrap_or_default(),
+                batch_size,
+                max_retries,
+                retry_delay,
+                visibility_timeout_ms: self.visibility_timeout_ms,
+            }),
+            _ => None,
+        };
+        DeliveryTarget {
+            queue_id: self.queue_id,
+            delivery_paused: self.delivery_paused,
+            consumer,
+            dead_letter_queue_id: self.dead_letter_queue_id,
+        }
+    }
+}
+
+/// Replaces a webhook consumer's signing secret; the old one keeps signing for `grace_seconds`.
+/// False when the account has no such webhook consumer.
+pub async fn rotate_secret(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+    id: ConsumerId,
+    new_secret: &str,
+    grace_seconds: i64,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "update consumers set previous_signing_secret = signing_secret,
+             previous_secret_expires_at = now() + make_interval(secs => $5),
+             signing_secret = $4
+         where account_id = $1 and queue_id = $2 and id = $3 and kind = 'webhook'",
+    )
+    .bind(account)
+    .bind(queue)
+    .bind(id)
+    .bind(new_secret)
+    .bind(grace_seconds as f64)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -1,0 +1,259 @@
+//! Messages: publish, claim, ack, retry, dead-letter, peek and purge.
+//!
+//! A message is two rows: its payload in `message_bodies`, written once, and a narrow row in `messages`
+//! that claims rewrite (`available_at`, `attempts`, `leased`). Claiming is one statement with
+//! `FOR UPDATE SKIP LOCKED`, so concurrent pullers on any node never wait on each other or share a row.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, PgPool};
+
+use crate::ids::{MessageId, QueueId};
+use crate::queue::message::NewMessage;
+
+/// A message handed out by a claim or a peek.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct StoredMessage {
+    pub id: MessageId,
+    pub attempts: i32,
+    pub published_at: DateTime<Utc>,
+    pub content_type: i16,
+    pub body: Vec<u8>,
+}
+
+/// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
+/// (null: delete), `$3` the number of deliveries allowed. `exhausted(id)` must be defined before this.
+/// A dead-lettered message keeps its id and timestamp and starts its attempts again.
+macro_rules! dead_letter_ctes {
+    () => {
+        "dead as (
+            update messages m set queue_id = $2, attempts = 0, leased = false, available_at = now()
+            from exhausted e where m.id = e.id and $2::uuid is not null
+            returning m.id),
+        dropped as (
+            delete from messages m using exhausted e where m.id = e.id and $2::uuid is null
+            returning m.id),
+        dropped_bodies as (
+            delete from message_bodies b using dropped d where b.id = d.id)"
+    };
+}
+
+/// Stores a batch in one statement; the commit (synchronous) is what makes a 2xx durable.
+pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessage]) -> Result<(), sqlx::Error> {
+    let ids: Vec<MessageId> = batch.iter().map(|_| MessageId::new()).collect();
+    let types: Vec<i16> = batch.iter().map(|m| m.content_type.code()).collect();
+    let bodies: Vec<&[u8]> = batch.iter().map(|m| m.body.as_slice()).collect();
+    let delays: Vec<i64> = batch.iter().map(|m| m.delay_seconds).collect();
+    let sizes: Vec<i32> = batch.iter().map(|m| m.body.len() as i32).collect();
+    sqlx::query(
+        "with bodies as (
+             insert into message_bodies (id, content_type, body)
+             select * from unnest($2::uuid[], $3::int2[], $4::bytea[]))
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select id, $1, now() + make_interval(secs => delay), size, now()
+         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size)",
+    )
+    .bind(queue)
+    .bind(&ids)
+    .bind(&types)
+    .bind(&bodies)
+    .bind(&delays)
+    .bind(&sizes)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+/// The outcome of one claim: the leased messages, and how many exhausted ones were dead-lettered or
+/// dropped on the way.
+#[derive(Debug, Default)]
+pub struct Claim {
+    pub messages: Vec<StoredMessage>,
+    pub dead_lettered: usize,
+}
+
+#[derive(sqlx::FromRow)]
+struct ClaimRow {
+    id: MessageId,
+    attempts: i32,
+    published_at: Option<DateTime<Utc>>,
+    content_type: Option<i16>,
+    body: Option<Vec<u8>>,
+}
+
+/// Leases up to `limit` ready messages for `visibility_timeout_ms`. Ready messages whose deliveries are
+/// used up (their last lease ran out) go to the dead-letter queue instead, in the same statement.
+pub async fn claim(
+    db: impl PgExecutor<'_>,
+    queue: QueueId,
+    dead_letter_queue: Option<QueueId>,
+    max_deliveries: i32,
+    limit: i64,
+    visibility_timeout_ms: i64,
+) -> Result<Claim, sqlx::Error> {
+    let rows: Vec<ClaimRow> = sqlx::query_as(concat!(
+        "with candidates as (
+             select id, attempts from messages
+             where queue_id = $1 and available_at <= now()
+             order by available_at, id
+             limit $4
+             for update skip locked),
+         exhausted as (select id from candidates where attempts >= $3),
+         claimed as (
+             update messages m
+             set available_at = now() + make_interval(secs => $5::float8 / 1000),
+                 attempts = m.attempts + 1, leased = true
+             from candidates c
+             where m.id = c.id and c.attempts < $3
+             returning m.id, m.attempts, m.published_at),
+         ",
+        dead_letter_ctes!(),
+        "
+         select c.id, c.attempts, c.published_at, b.content_type, b.body
+         from claimed c join message_bodies b on b.id = c.id
+         union all
+         select id, -1, null, null, null from exhausted"
+    ))
+    .bind(queue)
+    .bind(dead_letter_queue)
+    .bind(max_deliveries)
+    .bind(limit)
+    .bind(visibility_timeout_ms as f64)
+    .fetch_all(db)
+    .await?;
+    let mut claim = Claim::default();
+    for row in rows {
+        match (row.published_at, row.content_type, row.body) {
+            (Some(published_at), Some(content_type), Some(body)) => claim.messages.push(StoredMessage {
+                id: row.id,
+                attempts: row.attempts,
+                published_at,
+                content_type,
+                body,
+            }),
+            _ => claim.dead_lettered += 1,
+        }
+    }
+    claim.messages.sort_by_key(|m| (m.published_at, m.id.0));
+    Ok(claim)
+}
+
+/// Deletes the messages (permissive: any genuine lease of a message acks it). Returns how many were
+/// still there.
+pub async fn ack(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "with gone as (delete from messages where queue_id = $1 and id = any($2) returning id)
+         delete from message_bodies b using gone where b.id = gone.id",
+    )
+    .bind(queue)
+    .bind(ids)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// One retry: the lease it names (message and delivery number) and how long to wait.
+#[derive(Debug, Clone, Copy)]
+pub struct Retry {
+    pub id: MessageId,
+    pub attempt: i32,
+    pub delay_seconds: i64,
+}
+
+/// Returns leased messages to the queue after their delay, if the lease named is still the message's
+/// current one. Messages whose deliveries are used up go to the dead-letter queue at once. Returns the
+/// ids that were retried or dead-lettered; the others' leases were stale.
+pub async fn retry(
+    db: impl PgExecutor<'_>,
+    queue: QueueId,
+    dead_letter_queue: Option<QueueId>,
+    max_deliveries: i32,
+    retries: &[Retry],
+) -> Result<Vec<MessageId>, sqlx::Error> {
+    let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
+    let attempts: Vec<i32> = retries.iter().map(|r| r.attempt).collect();
+    let delays: Vec<i64> = retries.iter().map(|r| r.delay_seconds).collect();
+    sqlx::query_scalar(concat!(
+        "with current as (
+             select m.id, m.attempts >= $3 as used_up, r.delay
+             from messages m join unnest($4::uuid[], $5::int4[], $6::int8[]) as r(id, attempt, delay)
+               on m.id = r.id and m.attempts = r.attempt
+             where m.queue_id = $1 and m.leased
+             for update of m),
+         exhausted as (select id from current where used_up),
+         retried as (
+             update messages m set available_at = now() + make_interval(secs => c.delay), leased = false
+             from current c where m.id = c.id and not c.used_up
+             returning m.id),
+         ",
+        dead_letter_ctes!(),
+        "
+         select id from retried union all select id from exhausted"
+    ))
+    .bind(queue)
+    .bind(dead_letter_queue)
+    .bind(max_deliveries)
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&delays)
+    .fetch_all(db)
+    .await
+}
+
+/// The first messages in delivery order, without leasing them.
+pub async fn peek(db: impl PgExecutor<'_>, queue: QueueId, limit: i64) -> Result<Vec<StoredMessage>, sqlx::Error> {
+    sqlx::query_as(
+        "select m.id, m.attempts, m.published_at, b.content_type, b.body
+         from messages m join message_bodies b on b.id = m.id
+         where m.queue_id = $1
+         order by m.available_at, m.id
+         limit $2",
+    )
+    .bind(queue)
+    .bind(limit)
+    .fetch_all(db)
+    .await
+}
+
+/// Deletes the given messages of the queue; returns the ids that were there.
+pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Vec<MessageId>, sqlx::Error> {
+    sqlx::query_scalar(
+        "with gone as (delete from messages where queue_id = $1 and id = any($2) returning id),
+              bodies as (delete from message_bodies b using gone where b.id = gone.id)
+         select id from gone",
+    )
+    .bind(queue)
+    .bind(ids)
+    .fetch_all(db)
+    .await
+}
+
+/// Deletes every message of a queue (queue deletion and purge).
+pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "with gone as (delete from messages where queue_id = $1 returning id)
+         delete from message_bodies b using gone where b.id = gone.id",
+    )
+    .bind(queue)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Deletes up to `limit` messages older than their queue's retention period (delivered or not), and
+/// messages whose queue no longer exists. Returns how many went.
+pub async fn delete_expired(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "with expired as (
+             select m.id from messages m left join queues q on q.id = m.queue_id
+             where q.id is null
+                or m.published_at < now() - make_interval(secs => q.message_retention_period)
+             limit $1
+             for update of m skip locked),
+         gone as (delete from messages m using expired e where m.id = e.id returning m.id)
+         delete from message_bodies b using gone where b.id = gone.id",
+    )
+    .bind(limit)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

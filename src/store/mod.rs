@@ -1,0 +1,40 @@
+//! All SQL lives here. Every function that touches a tenant's rows takes the account id first and
+//! filters on it, so a handler cannot reach another account's objects by forgetting a check.
+
+pub mod accounts;
+pub mod consumers;
+pub mod messages;
+pub mod queues;
+pub mod tokens;
+
+use rand::RngCore;
+use sqlx::PgPool;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("duplicate queue name {0}")]
+    DuplicateQueueName(String),
+    #[error("the queue already has a consumer")]
+    ConsumerExists,
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The name of the unique constraint a failed statement broke, if that is why it failed.
+pub(crate) fn violated_constraint(err: &sqlx::Error) -> Option<&str> {
+    match err {
+        sqlx::Error::Database(db) if db.is_unique_violation() => db.constraint(),
+        _ => None,
+    }
+}
+
+/// The key that signs lease ids, shared by every node: the first node to start creates it.
+pub async fn server_key(pool: &PgPool) -> Result<Vec<u8>, sqlx::Error> {
+    let mut fresh = vec![0u8; 32];
+    rand::thread_rng().fill_bytes(&mut fresh);
+    sqlx::query("insert into server_keys (name, secret) values ('lease', $1) on conflict (name) do nothing")
+        .bind(&fresh)
+        .execute(pool)
+        .await?;
+    sqlx::query_scalar("select secret from server_keys where name = 'lease'").fetch_one(pool).await
+}

@@ -1,0 +1,190 @@
+//! Queues and their settings, purge state and backlog metrics.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, PgPool};
+
+use super::{violated_constraint, StoreError};
+use crate::ids::{AccountId, QueueId};
+use crate::queue::settings::{QueueName, QueueSettings};
+
+const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
+                       created_at, modified_at, purge_started_at, purge_completed";
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct QueueRow {
+    pub id: QueueId,
+    pub account_id: AccountId,
+    pub name: String,
+    pub delivery_delay: i32,
+    pub delivery_paused: bool,
+    pub message_retention_period: i32,
+    pub created_at: DateTime<Utc>,
+    pub modified_at: DateTime<Utc>,
+    pub purge_started_at: Option<DateTime<Utc>>,
+    pub purge_completed: bool,
+}
+
+impl QueueRow {
+    pub fn settings(&self) -> QueueSettings {
+        QueueSettings {
+            delivery_delay: self.delivery_delay.into(),
+            delivery_paused: self.delivery_paused,
+            message_retention_period: self.message_retention_period.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, sqlx::FromRow)]
+pub struct Backlog {
+    pub count: i64,
+    pub bytes: i64,
+    pub oldest: Option<DateTime<Utc>>,
+}
+
+fn map_duplicate(err: sqlx::Error, name: &QueueName) -> StoreError {
+    match violated_constraint(&err) {
+        Some("queues_account_name_key") => StoreError::DuplicateQueueName(name.as_str().to_owned()),
+        _ => err.into(),
+    }
+}
+
+pub async fn create(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    name: &QueueName,
+    settings: QueueSettings,
+) -> Result<QueueRow, StoreError> {
+    sqlx::query_as(&format!(
+        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period)
+         values ($1, $2, $3, $4, $5, $6) returning {COLUMNS}"
+    ))
+    .bind(QueueId::new())
+    .bind(account)
+    .bind(name.as_str())
+    .bind(settings.delivery_delay as i32)
+    .bind(settings.delivery_paused)
+    .bind(settings.message_retention_period as i32)
+    .fetch_one(db)
+    .await
+    .map_err(|e| map_duplicate(e, name))
+}
+
+/// The queue named `name`, created with default settings if the account has none (dead-letter queues).
+pub async fn ensure(pool: &PgPool, account: AccountId, name: &QueueName) -> Result<QueueId, sqlx::Error> {
+    sqlx::query(
+        "insert into queues (id, account_id, name) values ($1, $2, $3)
+         on conflict (account_id, name) do nothing",
+    )
+    .bind(QueueId::new())
+    .bind(account)
+    .bind(name.as_str())
+    .execute(pool)
+    .await?;
+    sqlx::query_scalar("select id from queues where account_id = $1 and name = $2")
+        .bind(account)
+        .bind(name.as_str())
+        .fetch_one(pool)
+        .await
+}
+
+pub async fn get(db: impl PgExecutor<'_>, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
+    sqlx::query_as(&format!("select {COLUMNS} from queues where account_id = $1 and id = $2"))
+        .bind(account)
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+/// One page of the account's queues, optionally only those with the given names, and the total count.
+pub async fn list(
+    pool: &PgPool,
+    account: AccountId,
+    names: &[String],
+    page: i64,
+    per_page: i64,
+) -> Result<(Vec<QueueRow>, i64), sqlx::Error> {
+    let filter = "account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))";
+    let rows = sqlx::query_as(&format!(
+        "select {COLUMNS} from queues where {filter} order by created_at, id limit $3 offset $4"
+    ))
+    .bind(account)
+    .bind(names)
+    .bind(per_page)
+    .bind((page - 1) * per_page)
+    .fetch_all(pool)
+    .await?;
+    let total = sqlx::query_scalar(&format!("select count(*) from queues where {filter}"))
+        .bind(account)
+        .bind(names)
+        .fetch_one(pool)
+        .await?;
+    Ok((rows, total))
+}
+
+pub async fn update(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    id: QueueId,
+    name: &QueueName,
+    settings: QueueSettings,
+) -> Result<Option<QueueRow>, StoreError> {
+    sqlx::query_as(&format!(
+        "update queues set name = $3, delivery_delay = $4, delivery_paused = $5,
+                message_retention_period = $6, modified_at = now()
+         where account_id = $1 and id = $2 returning {COLUMNS}"
+    ))
+    .bind(account)
+    .bind(id)
+    .bind(name.as_str())
+    .bind(settings.delivery_delay as i32)
+    .bind(settings.delivery_paused)
+    .bind(settings.message_retention_period as i32)
+    .fetch_optional(db)
+    .await
+    .map_err(|e| map_duplicate(e, name))
+}
+
+/// Deletes the queue, its consumer and its messages in one transaction; false if there was none.
+pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let deleted = sqlx::query("delete from queues where account_id = $1 and id = $2")
+        .bind(account)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    if deleted.rows_affected() == 0 {
+        return Ok(false);
+    }
+    super::messages::delete_all(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// Deletes every message of the queue and records the purge; None if there is no such queue.
+pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let row: Option<QueueRow> = sqlx::query_as(&format!(
+        "update queues set purge_started_at = now(), purge_completed = true
+         where account_id = $1 and id = $2 returning {COLUMNS}"
+    ))
+    .bind(account)
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if row.is_some() {
+        super::messages::delete_all(&mut *tx, id).await?;
+        tx.commit().await?;
+    }
+    Ok(row)
+}
+
+/// Every message not yet acked: available, delayed and leased ones alike.
+pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog, sqlx::Error> {
+    sqlx::query_as(
+        "select count(*) as count, coalesce(sum(size), 0)::int8 as bytes, min(published_at) as oldest
+         from messages where queue_id = $1",
+    )
+    .bind(queue)
+    .fetch_one(db)
+    .await
+}

@@ -1,0 +1,79 @@
+//! API tokens: only the argon2id hash of a token's secret is stored.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgExecutor;
+
+use crate::ids::{AccountId, TokenId};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TokenRow {
+    pub id: TokenId,
+    pub account_id: AccountId,
+    pub name: String,
+    pub scopes: Vec<String>,
+    pub secret_hash: String,
+    pub created_at: DateTime<Utc>,
+}
+
+pub async fn insert(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    id: TokenId,
+    name: &str,
+    scopes: &[&str],
+    secret_hash: &str,
+) -> Result<TokenRow, sqlx::Error> {
+    sqlx::query_as(
+        "insert into api_tokens (id, account_id, name, scopes, secret_hash) values ($1, $2, $3, $4, $5)
+         returning id, account_id, name, scopes, secret_hash, created_at",
+    )
+    .bind(id)
+    .bind(account)
+    .bind(name)
+    .bind(scopes)
+    .bind(secret_hash)
+    .fetch_one(db)
+    .await
+}
+
+/// A token that has not been revoked (account-independent: the token id is what the client shows).
+pub async fn find_active(db: impl PgExecutor<'_>, id: TokenId) -> Result<Option<TokenRow>, sqlx::Error> {
+    sqlx::query_as(
+        "select id, account_id, name, scopes, secret_hash, created_at from api_tokens
+         where id = $1 and revoked_at is null",
+    )
+    .bind(id)
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn list(db: impl PgExecutor<'_>, account: AccountId) -> Result<Vec<TokenRow>, sqlx::Error> {
+    sqlx::query_as(
+        "select id, account_id, name, scopes, secret_hash, created_at from api_tokens
+         where account_id = $1 and revoked_at is null order by created_at, id",
+    )
+    .bind(account)
+    .fetch_all(db)
+    .await
+}
+
+/// Revokes a token of `account`; false when it has no such active token.
+pub async fn revoke(db: impl PgExecutor<'_>, account: AccountId, id: TokenId) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "update api_tokens set revoked_at = now() where account_id = $1 and id = $2 and revoked_at is null",
+    )
+    .bind(account)
+    .bind(id)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The operator's revoke: any account's token, by id.
+pub async fn revoke_by_operator(db: impl PgExecutor<'_>, id: TokenId) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("update api_tokens set revoked_at = now() where id = $1 and revoked_at is null")
+        .bind(id)
+        .execute(db)
+        .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -1,0 +1,138 @@
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::json;
+use skiplock::auth::Scope;
+use sqlx::PgPool;
+
+use crate::helpers::spawn_app;
+
+#[sqlx::test]
+async fn requests_without_a_valid_token_are_401s(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let url = app.url("queues");
+    let no_token = app.raw(Method::GET, &url, None, None).await;
+    assert!(no_token.expect_error(401).contains("Authorization"));
+    assert_eq!(no_token.error_code(), 10106);
+    for bad in ["nonsense", &app.token[..app.token.len() - 2], &format!("{}xx", &app.token[..app.token.len() - 2])] {
+        app.raw(Method::GET, &url, Some(bad), None).await.expect_error(401);
+    }
+}
+
+#[sqlx::test]
+async fn verify_reports_an_active_token(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let url = format!("{}/client/v4/user/tokens/verify", app.address);
+    let resp = app.raw(Method::GET, &url, Some(&app.token), None).await;
+    assert_eq!(resp.expect_ok()["status"], "active");
+    assert_eq!(resp.result()["id"].as_str().unwrap().len(), 32);
+    app.raw(Method::GET, &url, Some("skl_bogus"), None).await.expect_error(401);
+}
+
+#[sqlx::test]
+async fn each_endpoint_demands_its_scopes(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    let read = app.token_with(&[Scope::QueuesRead]).await;
+    let write = app.token_with(&[Scope::QueuesWrite]).await;
+    let both = app.token_with(&[Scope::QueuesRead, Scope::QueuesWrite]).await;
+    let call = |token: String, method: Method, path: String, body: serde_json::Value| {
+        let app = &app;
+        async move { app.raw(method, &app.url(&path), Some(&token), Some(body.to_string().into_bytes())).await.status }
+    };
+    let cases = [
+        (Method::GET, format!("queues/{q}"), json!({}), &read, &write),
+        (Method::GET, format!("queues/{q}/metrics"), json!({}), &read, &write),
+        (Method::POST, format!("queues/{q}/messages/peek"), json!({}), &read, &write),
+        (Method::POST, "queues".to_owned(), json!({"queue_name": "made"}), &write, &read),
+        (Method::POST, format!("queues/{q}/messages"), json!({"body": 1}), &write, &read),
+        (Method::PATCH, format!("queues/{q}"), json!({}), &write, &read),
+        (Method::POST, format!("queues/{q}/purge"), json!({"delete_messages_permanently": true}), &write, &read),
+        (Method::POST, format!("queues/{q}/messages/pull"), json!({}), &both, &read),
+        (Method::POST, format!("queues/{q}/messages/pull"), json!({}), &both, &write),
+        (Method::POST, format!("queues/{q}/messages/ack"), json!({}), &both, &write),
+    ];
+    for (method, path, body, allowed, refused) in cases {
+        let status = call(refused.clone(), method.clone(), path.clone(), body.clone()).await;
+        assert_eq!(status, 403, "{method} {path} without its scope");
+        let status = call(allowed.clone(), method.clone(), path.clone(), body).await;
+        assert_eq!(status, 200, "{method} {path} with its scope");
+    }
+    let resp = app.raw(Method::GET, &app.url("tokens"), Some(&both), None).await;
+    assert!(resp.expect_error(403).contains("tokens_write"));
+    assert_eq!(resp.headers["x-should-retry"], "false");
+}
+
+#[sqlx::test]
+async fn tokens_are_shown_once_listed_without_secrets_and_revocable(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let resp = app.post("tokens", json!({"name": "ci", "scopes": ["queues_read"]})).await;
+    let created = resp.expect_ok().clone();
+    let token = created["token"].as_str().unwrap().to_owned();
+    assert!(token.starts_with("skl_"));
+    assert_eq!(created["scopes"], json!(["queues_read"]));
+    let list = app.get("tokens").await;
+    let listed = list.expect_ok().as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().all(|t| t.get("token").is_none() && t.get("secret_hash").is_none()));
+    assert!(!list.body.to_string().contains(&token));
+
+    let url = app.url("queues");
+    app.raw(Method::GET, &url, Some(&token), None).await.expect_ok();
+    let id = created["id"].as_str().unwrap();
+    app.delete(&format!("tokens/{id}")).await.expect_ok();
+    app.delete(&format!("tokens/{id}")).await.expect_error(404);
+    // Revocation reaches every node's verification cache within its lifetime.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while app.raw(Method::GET, &url, Some(&token), None).await.status != 401 {
+        assert!(Instant::now() < deadline, "a revoked token kept working");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[sqlx::test]
+async fn bad_token_requests_are_400s(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    for (body, needle) in [
+        (json!({"scopes": ["queues_read"]}), "name"),
+        (json!({"name": "x", "scopes": []}), "scopes"),
+        (json!({"name": "x", "scopes": ["admin"]}), "admin"),
+        (json!({"name": "x", "scopes": "queues_read"}), "scopes"),
+    ] {
+        let message = app.post("tokens", body.clone()).await.expect_error(400);
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    app.delete("tokens/not-an-id").await.expect_error(400);
+    app.delete(&format!("tokens/{}", "0".repeat(32))).await.expect_error(404);
+}
+
+#[sqlx::test]
+async fn malformed_json_and_unknown_routes_get_clear_4xx(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    for path in [
+        "queues".to_owned(),
+        format!("queues/{q}/messages"),
+        format!("queues/{q}/messages/batch"),
+        format!("queues/{q}/messages/pull"),
+        format!("queues/{q}/messages/ack"),
+        format!("queues/{q}/messages/peek"),
+        format!("queues/{q}/messages/purge"),
+        format!("queues/{q}/consumers"),
+        format!("queues/{q}/purge"),
+        "tokens".to_owned(),
+    ] {
+        for body in [&b"{\"queue_name\": "[..], b"[1, 2", b"{} trailing", b"\xff\xfe"] {
+            let resp = app.raw(Method::POST, &app.url(&path), Some(&app.token), Some(body.to_vec())).await;
+            let message = resp.expect_error(400);
+            assert_eq!(resp.error_code(), 10208, "{path}: {message}");
+            assert_eq!(resp.headers["x-should-retry"], "false");
+        }
+        let resp = app.raw(Method::POST, &app.url(&path), Some(&app.token), Some(b"[]".to_vec())).await;
+        resp.expect_error(400);
+        assert_eq!(resp.error_code(), 10207, "{path}: wrong type of body");
+    }
+    app.get("nowhere").await.expect_error(404);
+    let resp = app.raw(Method::GET, &format!("{}/client/v4/elsewhere", app.address), Some(&app.token), None).await;
+    resp.expect_error(404);
+}

@@ -1,0 +1,184 @@
+//! Test harness: the real app on a real PostgreSQL database (fresh per test), driven over HTTP.
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use skiplock::auth::Scope;
+use skiplock::ids::AccountId;
+use skiplock::startup::Application;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+pub struct TestApp {
+    pub address: String,
+    pub pool: PgPool,
+    pub account: AccountId,
+    pub token: String,
+    client: reqwest::Client,
+    stop: CancellationToken,
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Resp {
+    pub fn result(&self) -> &Value {
+        &self.body["result"]
+    }
+
+    /// Asserts a failure in the Cloudflare envelope with this status, and returns its message.
+    #[track_caller]
+    pub fn expect_error(&self, status: u16) -> String {
+        assert_eq!(self.status, status, "expected {status}, got {} {}", self.status, self.body);
+        assert_eq!(self.body["success"], json!(false), "{}", self.body);
+        assert!(self.body["result"].is_null(), "{}", self.body);
+        let message = self.body["errors"][0]["message"].as_str().expect("an error message").to_owned();
+        assert!(!message.is_empty());
+        message
+    }
+
+    #[track_caller]
+    pub fn expect_ok(&self) -> &Value {
+        assert_eq!(self.status, 200, "expected 200, got {} {}", self.status, self.body);
+        assert_eq!(self.body["success"], json!(true), "{}", self.body);
+        self.result()
+    }
+
+    pub fn error_code(&self) -> i64 {
+        self.body["errors"][0]["code"].as_i64().unwrap_or_default()
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub async fn spawn_app(pool: PgPool) -> TestApp {
+    let app = Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("app builds");
+    let address = format!("http://{}", app.local_addr());
+    let stop = CancellationToken::new();
+    tokio::spawn(app.run_until_stopped(stop.clone()));
+    let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
+    TestApp { address, pool, account, token, client: reqwest::Client::new(), stop }
+}
+
+/// A fresh account and a token with `scopes`.
+pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (AccountId, String) {
+    let account = skiplock::store::accounts::create(pool, name).await.unwrap();
+    let (_, token) = skiplock::api::tokens::issue(pool, account, "test", scopes).await.unwrap();
+    (account, token)
+}
+
+impl TestApp {
+    /// A URL under this app's account: `queues/...`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/client/v4/accounts/{}/{}", self.address, self.account, path)
+    }
+
+    pub async fn token_with(&self, scopes: &[Scope]) -> String {
+        skiplock::api::tokens::issue(&self.pool, self.account, "scoped", scopes).await.unwrap().1
+    }
+
+    pub async fn raw(&self, method: Method, url: &str, token: Option<&str>, body: Option<Vec<u8>>) -> Resp {
+        let mut req = self.client.request(method, url);
+        if let Some(token) = token {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let resp = req.send().await.expect("the server answers");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+        Resp { status, body, headers }
+    }
+
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Resp {
+        let url = self.url(path);
+        self.raw(method, &url, Some(&self.token), body.map(|b| b.to_string().into_bytes())).await
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.call(Method::GET, path, None).await
+    }
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.call(Method::POST, path, Some(body)).await
+    }
+    pub async fn put(&self, path: &str, body: Value) -> Resp {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+    pub async fn patch(&self, path: &str, body: Value) -> Resp {
+        self.call(Method::PATCH, path, Some(body)).await
+    }
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.call(Method::DELETE, path, None).await
+    }
+
+    pub async fn create_queue(&self, name: &str) -> String {
+        let resp = self.post("queues", json!({ "queue_name": name })).await;
+        resp.expect_ok()["queue_id"].as_str().unwrap().to_owned()
+    }
+
+    /// A queue with an http_pull consumer with the given settings; returns the queue id.
+    pub async fn pull_queue(&self, name: &str, consumer: Value) -> String {
+        let queue = self.create_queue(name).await;
+        let mut body = json!({ "type": "http_pull" });
+        body.as_object_mut().unwrap().extend(consumer.as_object().unwrap().clone());
+        self.post(&format!("queues/{queue}/consumers"), body).await.expect_ok();
+        queue
+    }
+
+    pub async fn publish(&self, queue: &str, message: Value) {
+        self.post(&format!("queues/{queue}/messages"), message).await.expect_ok();
+    }
+
+    pub async fn publish_texts(&self, queue: &str, texts: &[&str]) {
+        let messages: Vec<Value> = texts.iter().map(|t| json!({"body": t, "content_type": "text"})).collect();
+        self.post(&format!("queues/{queue}/messages/batch"), json!({ "messages": messages })).await.expect_ok();
+    }
+
+    pub async fn pull(&self, queue: &str, request: Value) -> Vec<Value> {
+        let resp = self.post(&format!("queues/{queue}/messages/pull"), request).await;
+        resp.expect_ok()["messages"].as_array().unwrap().clone()
+    }
+
+    pub async fn ack(&self, queue: &str, acks: &[&str], retries: Value) -> Value {
+        let acks: Vec<Value> = acks.iter().map(|l| json!({ "lease_id": l })).collect();
+        let resp = self.post(&format!("queues/{queue}/messages/ack"), json!({"acks": acks, "retries": retries})).await;
+        resp.expect_ok().clone()
+    }
+
+    pub async fn backlog(&self, queue: &str) -> i64 {
+        self.get(&format!("queues/{queue}/metrics")).await.expect_ok()["backlog_count"].as_i64().unwrap()
+    }
+
+    /// Pulls until some message arrives or the deadline passes.
+    pub async fn pull_until_some(&self, queue: &str, request: Value, deadline: Duration) -> Vec<Value> {
+        let start = Instant::now();
+        loop {
+            let got = self.pull(queue, request.clone()).await;
+            if !got.is_empty() || start.elapsed() > deadline {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+pub fn lease(message: &Value) -> &str {
+    message["lease_id"].as_str().expect("a lease id")
+}
+
+/// The database's clock, which is what delays and leases are measured by.
+pub async fn db_now_ms(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("select (extract(epoch from clock_timestamp()) * 1000)::int8").fetch_one(pool).await.unwrap()
+}

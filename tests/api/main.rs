@@ -1,0 +1,16 @@
+//! Integration tests: each runs the real HTTP app against its own fresh PostgreSQL database.
+
+mod helpers;
+mod process;
+
+mod auth;
+mod consumers;
+mod durability;
+mod messages_ack;
+mod messages_publish;
+mod messages_pull;
+mod peek_purge;
+mod queues;
+mod retention;
+mod sdk;
+mod tenancy;

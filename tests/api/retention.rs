@@ -1,0 +1,29 @@
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::helpers::spawn_app;
+
+#[sqlx::test]
+async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let short = app.pull_queue("short", json!({})).await;
+    app.patch(&format!("queues/{short}"), json!({"settings": {"message_retention_period": 60}})).await.expect_ok();
+    let long = app.create_queue("long").await;
+    app.publish_texts(&short, &["old-waiting", "old-leased", "fresh"]).await;
+    app.publish_texts(&long, &["old-but-kept"]).await;
+    app.pull(&short, json!({"batch_size": 1})).await;
+    // Age every message but "fresh" by two minutes rather than waiting for it.
+    sqlx::query(
+        "update messages set published_at = published_at - interval '2 minutes'
+         where id in (select id from message_bodies where convert_from(body, 'UTF8') <> 'fresh')",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let deleted = skiplock::maintenance::sweep_expired(&pool).await.unwrap();
+    assert_eq!(deleted, 2);
+    assert_eq!(app.backlog(&short).await, 1);
+    assert_eq!(app.backlog(&long).await, 1, "the other queue keeps its 4-day retention");
+    let left = app.post(&format!("queues/{short}/messages/peek"), json!({})).await;
+    assert_eq!(left.expect_ok()["messages"][0]["body"], "fresh");
+}
