@@ -5,7 +5,6 @@ SHELL := /bin/bash
 .ONESHELL:
 .SHELLFLAGS := -euo pipefail -c
 
-PG_URL = $${DATABASE_URL:-$$(scripts/pg.sh start)}
 VENV := .venv
 
 .PHONY: run test lint db-up db-down venv clean
@@ -14,6 +13,7 @@ VENV := .venv
 define service_db
 if [ -z "$${DATABASE_URL:-}" ]; then
   base="$$(scripts/pg.sh start)"
+  [ -n "$$base" ]
   psql -q "$$base" -tAc "select 1 from pg_database where datname = 'skiplock'" | grep -q 1 \
     || psql -q "$$base" -c "create database skiplock" >/dev/null
   export DATABASE_URL="$${base%/*}/skiplock"
@@ -43,7 +43,7 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 	touch $@
 
 test: venv
-	if [ -z "$${DATABASE_URL:-}" ]; then export DATABASE_URL="$$(scripts/pg.sh start)"; fi
+	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --quiet -- --test-threads=6
 
 lint:

@@ -10,7 +10,19 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 data="$root/.data"
 cluster="$data/pg"
-port="${SKIPLOCK_PG_PORT:-54329}"
+
+# Each checkout's cluster keeps the port it was given at first start, so clusters of two checkouts
+# on one machine do not collide.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -n "${SKIPLOCK_PG_PORT:-}" ]; then
+  port="$SKIPLOCK_PG_PORT"
+elif [ -s "$data/pg-port" ]; then
+  port="$(cat "$data/pg-port")"
+else
+  port=54329
+  while port_in_use "$port"; do port=$((port + 1)); done
+  mkdir -p "$data" && echo "$port" >"$data/pg-port"
+fi
 url="postgres://postgres@127.0.0.1:$port/postgres"
 
 find_bin() {
