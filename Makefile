@@ -25,10 +25,12 @@ run:
 	cargo build --release --quiet
 	./target/release/skiplock migrate >/dev/null
 	mkdir -p .data
-	if [ ! -s .data/default-account.json ]; then
+	account=$$(sed -E 's/.*"account_id":"([0-9a-f]+)".*/\1/' .data/default-account.json 2>/dev/null || true)
+	# A kept account that this database does not have (a new database, say) is made again.
+	if [ -z "$$account" ] || ! psql -q "$$DATABASE_URL" -tAc "select 1 from accounts where id = '$$account'" | grep -q 1; then
 	  ./target/release/skiplock account create --name default > .data/default-account.json
+	  account=$$(sed -E 's/.*"account_id":"([0-9a-f]+)".*/\1/' .data/default-account.json)
 	fi
-	account=$$(sed -E 's/.*"account_id":"([0-9a-f]+)".*/\1/' .data/default-account.json)
 	token=$$(sed -E 's/.*"token":"([^"]+)".*/\1/' .data/default-account.json)
 	echo "skiplock on http://$${SKIPLOCK_BIND:-127.0.0.1:8787}"
 	echo "  account: $$account"

@@ -81,9 +81,22 @@ impl ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        match &err {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => {
-                Self::Unavailable(err)
+        let sqlstate = match &err {
+            sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
+            _ => None,
+        };
+        match (&err, sqlstate.as_deref()) {
+            (
+                sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed,
+                _,
+            ) => Self::Unavailable(err),
+            // Serialization failures and deadlocks: nothing was applied and a retry will succeed.
+            (_, Some("40001" | "40P01")) => Self::Unavailable(err),
+            // The database shutting down or starting (admin_shutdown, crash_shutdown, cannot_connect_now).
+            (_, Some("57P01" | "57P02" | "57P03")) => Self::Unavailable(err),
+            // Text PostgreSQL cannot store, such as a NUL character.
+            (_, Some("22021" | "22P05")) => {
+                Self::bad_request("text in the request cannot be stored: NUL characters are not allowed")
             }
             _ => Self::Internal(err.into()),
         }
@@ -101,6 +114,7 @@ impl From<crate::store::StoreError> for ApiError {
                 "this queue already has a consumer; delete it before adding another".into(),
                 codes::CONSUMER_EXISTS,
             ),
+            StoreError::QueueGone => Self::queue_not_found(),
             StoreError::Database(db) => db.into(),
         }
     }

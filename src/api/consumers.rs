@@ -92,6 +92,10 @@ pub async fn create(
         body.0.kind.as_deref().ok_or_else(|| ApiError::bad_request("type is required: http_pull or webhook"))?;
     let kind = ConsumerKind::parse(raw_kind)?;
     let valid = validate(&queue, &body.0, kind, true)?;
+    // Refuse a second consumer before making its dead-letter queue, so a refused request changes nothing.
+    if !store::consumers::list(&state.pool, account, &[queue.id]).await?.is_empty() {
+        return Err(store::StoreError::ConsumerExists.into());
+    }
     ensure_dead_letter_queue(&state, account, &valid.dead_letter_queue).await?;
     let secret = (kind == ConsumerKind::Webhook).then(new_signing_secret);
     let spec = ConsumerSpec {

@@ -13,8 +13,8 @@ use serde_json::json;
 use crate::error::{codes, ApiError};
 use crate::queue::{Invalid, InvalidKind};
 
-/// The largest request body accepted: a full batch of base64 bodies plus JSON framing.
-pub const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+/// The largest request body accepted: a full batch whose text is all six-byte `\u` escapes still fits.
+pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 
 pub fn ok(result: impl Serialize) -> HttpResponse {
     HttpResponse::Ok().json(json!({"success": true, "errors": [], "messages": [], "result": result}))

@@ -10,19 +10,22 @@ use super::envelope::{ok, ApiJson};
 use super::queues::{find_queue, queue_id};
 use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
 use crate::error::{codes, ApiError, ApiResult};
-use crate::ids::{AccountId, MessageId, QueueId};
+use crate::ids::{AccountId, MessageId};
 use crate::queue::consumer::ConsumerKind;
 use crate::queue::message::{self, check_batch, check_delay, encode_for_pull, ContentType, PublishInput};
 use crate::queue::settings::QueueName;
 use crate::state::AppState;
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{Retry, StoredMessage};
+use crate::store::messages::{ClaimSpec, Retry, StoredMessage};
 use crate::store::{self, queues::Backlog};
 
 type Data = web::Data<AppState>;
 
 const MAX_PEEK: i64 = 100;
 const MAX_ACKS: usize = 1000;
+const DEFAULT_MAX_RETRIES: i32 = 3;
+/// Claims in one pull: exhausted messages take a claim's slots as they are dead-lettered.
+const MAX_CLAIMS_PER_PULL: usize = 10;
 
 pub fn metrics_json(backlog: &Backlog) -> Value {
     json!({
@@ -67,7 +70,9 @@ async fn store_batch(
         })
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared)?;
-    store::messages::publish(&state.pool, queue.id, &prepared).await?;
+    if !store::messages::publish(&state.pool, queue.id, &prepared).await? {
+        return Err(ApiError::queue_not_found());
+    }
     // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
     let metrics = match store::queues::backlog(&state.pool, queue.id).await {
         Ok(backlog) => metrics_json(&backlog),
@@ -116,20 +121,25 @@ async fn delivery_target(state: &AppState, account: AccountId, raw_queue: &str) 
     store::consumers::delivery_target(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
 }
 
-/// The dead-letter queue's id, creating the queue if it was deleted since the consumer named it.
-async fn dead_letter_queue(
-    state: &AppState,
-    account: AccountId,
-    target: &DeliveryTarget,
-) -> ApiResult<Option<QueueId>> {
-    match (&target.consumer, target.dead_letter_queue_id) {
-        (_, Some(id)) => Ok(Some(id)),
+/// How the target queue's messages are claimed and retried: its consumer's delivery limit (Cloudflare's
+/// default when it has no consumer) and its dead-letter queue, made again if it was deleted since the
+/// consumer named it. A queue renamed to its own dead-letter queue's name has none.
+async fn claim_spec(state: &AppState, account: AccountId, target: &DeliveryTarget) -> ApiResult<ClaimSpec> {
+    let dead_letter_queue = match (&target.consumer, target.dead_letter_queue_id) {
+        (_, Some(id)) => Some(id),
         (Some(c), None) if !c.dead_letter_queue.is_empty() => {
             let name = QueueName::parse("dead_letter_queue", &c.dead_letter_queue)?;
-            Ok(Some(store::queues::ensure(&state.pool, account, &name).await?))
+            Some(store::queues::ensure(&state.pool, account, &name).await?).filter(|id| *id != target.queue_id)
         }
-        _ => Ok(None),
-    }
+        _ => None,
+    };
+    let max_retries = target.consumer.as_ref().map_or(DEFAULT_MAX_RETRIES, |c| c.max_retries);
+    Ok(ClaimSpec {
+        queue: target.queue_id,
+        dead_letter_queue,
+        max_deliveries: max_retries + 1,
+        retention_seconds: target.message_retention_period.into(),
+    })
 }
 
 #[derive(Deserialize)]
@@ -172,15 +182,13 @@ pub async fn pull(
     }
     let limit = batch_size.unwrap_or(consumer.batch_size.into());
     let visibility = visibility.unwrap_or(consumer.visibility_timeout_ms.unwrap_or(30_000).into());
-    let dead_letter = dead_letter_queue(&state, account, &target).await?;
-    let max_deliveries = consumer.max_retries + 1;
+    let spec = claim_spec(&state, account, &target).await?;
 
     let mut leased: Vec<StoredMessage> = Vec::new();
-    // Exhausted messages take a claim's slots when they are dead-lettered; claim again to fill the batch.
-    for _ in 0..3 {
+    // Claim again while exhausted messages were dead-lettered in place of deliverable ones.
+    for _ in 0..MAX_CLAIMS_PER_PULL {
         let want = limit - leased.len() as i64;
-        let claim =
-            store::messages::claim(&state.pool, target.queue_id, dead_letter, max_deliveries, want, visibility).await?;
+        let claim = store::messages::claim(&state.pool, spec, want, visibility).await?;
         leased.extend(claim.messages);
         if claim.dead_lettered == 0 || leased.len() as i64 >= limit {
             break;
@@ -268,10 +276,7 @@ pub async fn ack(
         }
     }
     let acked_set: HashSet<MessageId> = acked.iter().copied().collect();
-    let (retry_delay, max_deliveries) = match &target.consumer {
-        Some(c) => (i64::from(c.retry_delay), c.max_retries + 1),
-        None => (0, 4),
-    };
+    let retry_delay = target.consumer.as_ref().map_or(0, |c| i64::from(c.retry_delay));
     let mut retries: Vec<(Retry, &str)> = Vec::new();
     for r in &request.retries {
         match state.signer.open_lease(queue, &r.lease_id) {
@@ -290,17 +295,14 @@ pub async fn ack(
     }
 
     if !acked.is_empty() {
-        store::messages::ack(&state.pool, queue, &acked).await?;
+        store::messages::delete(&state.pool, queue, &acked).await?;
     }
     let mut retry_count = 0;
     if !retries.is_empty() {
-        let dead_letter = dead_letter_queue(&state, account, &target).await?;
+        let spec = claim_spec(&state, account, &target).await?;
         let batch: Vec<Retry> = retries.iter().map(|(r, _)| *r).collect();
         let applied: HashSet<MessageId> =
-            store::messages::retry(&state.pool, queue, dead_letter, max_deliveries, &batch)
-                .await?
-                .into_iter()
-                .collect();
+            store::messages::retry(&state.pool, spec, &batch).await?.into_iter().collect();
         for (r, lease_id) in &retries {
             if applied.contains(&r.id) {
                 retry_count += 1;
@@ -331,7 +333,8 @@ pub async fn peek(
 ) -> ApiResult<HttpResponse> {
     let limit = body.0.batch_size.map(|n| crate::queue::in_range("batch_size", n, 1, MAX_PEEK, "")).transpose()?;
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    let found = store::messages::peek(&state.pool, queue.id, limit.unwrap_or(10)).await?;
+    let retention = queue.message_retention_period.into();
+    let found = store::messages::peek(&state.pool, queue.id, retention, limit.unwrap_or(10)).await?;
     let messages: Vec<Value> = found
         .iter()
         .map(|m| {

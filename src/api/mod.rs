@@ -61,7 +61,9 @@ async fn healthz() -> HttpResponse {
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     match sqlx::query("select 1").execute(&state.pool).await {
         Ok(_) => HttpResponse::Ok().json(json!({"status": "ready"})),
-        Err(err) => HttpResponse::ServiceUnavailable()
-            .json(json!({"status": "unavailable", "error": format!("database unreachable: {err}")})),
+        Err(err) => {
+            tracing::warn!(error = %err, "readiness check: database unreachable");
+            HttpResponse::ServiceUnavailable().json(json!({"status": "unavailable", "error": "database unreachable"}))
+        }
     }
 }

@@ -65,7 +65,11 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpReq
     let param = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     let page = positive("page", param("page"), 1, i64::from(i32::MAX))?;
     let per_page = positive("per_page", param("per_page"), 20, 1000)?;
-    let names: Vec<String> = pairs.iter().filter(|(k, _)| k == "name").map(|(_, v)| v.clone()).collect();
+    let names: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| k == "name")
+        .map(|(_, v)| QueueName::parse("name", v).map(|n| n.as_str().to_owned()))
+        .collect::<Result<_, _>>()?;
     let (queues, total) = store::queues::list(&state.pool, auth.account_id(), &names, page, per_page).await?;
     let ids: Vec<QueueId> = queues.iter().map(|q| q.id).collect();
     let consumers = store::consumers::list(&state.pool, auth.account_id(), &ids).await?;

@@ -55,10 +55,17 @@ pub fn parse_scopes(raw: &[String]) -> Result<Vec<Scope>, String> {
 pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<CreateToken>) -> ApiResult<HttpResponse> {
     let body = body.0;
     let name = body.name.unwrap_or_default();
-    if name.trim().is_empty() || name.len() > 120 {
-        return Err(ApiError::bad_request("name is required (1-120 characters)"));
+    if name.trim().is_empty() || name.chars().count() > 120 || name.chars().any(char::is_control) {
+        return Err(ApiError::bad_request("name is required: 1-120 characters, no control characters"));
     }
     let scopes = parse_scopes(body.scopes.as_deref().unwrap_or_default()).map_err(ApiError::bad_request)?;
+    // A token can only hand out what it holds itself.
+    if let Some(extra) = scopes.iter().find(|s| !auth.principal.has(**s)) {
+        return Err(ApiError::Forbidden(format!(
+            "this token cannot grant the {} scope it does not hold itself",
+            extra.as_str()
+        )));
+    }
     let (id, text) = issue(&state.pool, auth.account_id(), &name, &scopes).await?;
     let row = store::tokens::find_active(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("token"))?;
     Ok(ok(json!({

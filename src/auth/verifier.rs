@@ -32,15 +32,20 @@ impl Principal {
 /// A verification outcome (None: rejected) and when it was reached.
 type CachedOutcome = (Option<Principal>, Instant);
 
+/// Argon2 runs at once at most this many times per node: each takes ~19 MiB and a core for tens of
+/// milliseconds, and tokens with a known id and a wrong secret must not exhaust the machine.
+const MAX_CONCURRENT_HASHES: usize = 4;
+
 pub struct Verifier {
     pool: PgPool,
+    hashing: tokio::sync::Semaphore,
     /// Keyed by a SHA-256 of the whole token, so no secret is kept in memory longer than a request.
     cache: Mutex<HashMap<[u8; 32], CachedOutcome>>,
 }
 
 impl Verifier {
     pub fn new(pool: PgPool) -> Self {
-        Self { pool, cache: Mutex::new(HashMap::new()) }
+        Self { pool, hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES), cache: Mutex::new(HashMap::new()) }
     }
 
     /// `Ok(None)` when the token is unknown, revoked or wrong; `Err` only when the database fails.
@@ -54,6 +59,7 @@ impl Verifier {
             None => None,
             Some(row) => {
                 let hash = row.secret_hash.clone();
+                let _permit = self.hashing.acquire().await.expect("the semaphore is never closed");
                 let matches = tokio::task::spawn_blocking(move || token.matches(&hash)).await.unwrap_or(false);
                 matches.then(|| Principal {
                     account_id: row.account_id,
@@ -74,7 +80,8 @@ impl Verifier {
     fn remember(&self, key: [u8; 32], outcome: Option<Principal>) {
         let mut cache = self.cache.lock().expect("verifier cache lock");
         if cache.len() >= CACHE_CAPACITY {
-            cache.retain(|_, (_, at)| at.elapsed() < CACHE_TTL);
+            // Forget expired outcomes, then rejections, so a flood of bad tokens cannot push out good ones.
+            cache.retain(|_, (principal, at)| at.elapsed() < CACHE_TTL && principal.is_some());
             if cache.len() >= CACHE_CAPACITY {
                 cache.clear();
             }

@@ -3,7 +3,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
-use super::{violated_constraint, StoreError};
+use super::{is_foreign_key_violation, violated_constraint, StoreError};
 use crate::ids::{AccountId, ConsumerId, QueueId};
 use crate::queue::consumer::{ConsumerKind, ConsumerSettings};
 
@@ -85,9 +85,10 @@ pub async fn create(
     .await
     .map_err(|e| match violated_constraint(&e) {
         Some("consumers_queue_key") => StoreError::ConsumerExists,
+        _ if is_foreign_key_violation(&e) => StoreError::QueueGone,
         _ => e.into(),
     })?;
-    Ok(get(pool, account, queue, id).await?.expect("the consumer was just created"))
+    get(pool, account, queue, id).await?.ok_or(StoreError::QueueGone)
 }
 
 pub async fn list(
@@ -176,6 +177,7 @@ pub async fn delete(
 pub struct DeliveryTarget {
     pub queue_id: QueueId,
     pub delivery_paused: bool,
+    pub message_retention_period: i32,
     pub consumer: Option<ConsumerFields>,
     pub dead_letter_queue_id: Option<QueueId>,
 }
@@ -196,11 +198,11 @@ pub async fn delivery_target(
     queue: QueueId,
 ) -> Result<Option<DeliveryTarget>, sqlx::Error> {
     let row: Option<DeliveryTargetRow> = sqlx::query_as(
-        "select q.id as queue_id, q.delivery_paused, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
+        "select q.id as queue_id, q.delivery_paused, q.message_retention_period, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.visibility_timeout_ms, d.id as dead_letter_queue_id
          from queues q
          left join consumers c on c.queue_id = q.id
-         left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue
+         left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue and d.id <> q.id
          where q.account_id = $1 and q.id = $2",
     )
     .bind(account)
@@ -214,6 +216,7 @@ pub async fn delivery_target(
 struct DeliveryTargetRow {
     queue_id: QueueId,
     delivery_paused: bool,
+    message_retention_period: i32,
     kind: Option<String>,
     dead_letter_queue: Option<String>,
     batch_size: Option<i32>,
@@ -239,6 +242,7 @@ impl DeliveryTargetRow {
         DeliveryTarget {
             queue_id: self.queue_id,
             delivery_paused: self.delivery_paused,
+            message_retention_period: self.message_retention_period,
             consumer,
             dead_letter_queue_id: self.dead_letter_queue_id,
         }

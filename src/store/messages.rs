@@ -22,12 +22,15 @@ pub struct StoredMessage {
 
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
 /// (null: delete), `$3` the number of deliveries allowed. `exhausted(id)` must be defined before this.
-/// A dead-lettered message keeps its id and timestamp and starts its attempts again.
+/// A dead-lettered message keeps its id and timestamp and starts its attempts again. The dead-letter
+/// queue's row is share-locked so a concurrent delete of it waits; if it is already gone, the message
+/// stays where it is until the queue is made again.
 macro_rules! dead_letter_ctes {
     () => {
-        "dead as (
-            update messages m set queue_id = $2, attempts = 0, leased = false, available_at = now()
-            from exhausted e where m.id = e.id and $2::uuid is not null
+        "dead_letter_queue as (select id from queues where id = $2 for key share),
+        dead as (
+            update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now()
+            from exhausted e, dead_letter_queue d where m.id = e.id
             returning m.id),
         dropped as (
             delete from messages m using exhausted e where m.id = e.id and $2::uuid is null
@@ -37,20 +40,22 @@ macro_rules! dead_letter_ctes {
     };
 }
 
-/// Stores a batch in one statement; the commit (synchronous) is what makes a 2xx durable.
-pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessage]) -> Result<(), sqlx::Error> {
+/// Stores a batch in one statement; the commit (synchronous) is what makes a 2xx durable. Returns
+/// false, storing nothing, when the queue was deleted meanwhile.
+pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessage]) -> Result<bool, sqlx::Error> {
     let ids: Vec<MessageId> = batch.iter().map(|_| MessageId::new()).collect();
     let types: Vec<i16> = batch.iter().map(|m| m.content_type.code()).collect();
     let bodies: Vec<&[u8]> = batch.iter().map(|m| m.body.as_slice()).collect();
     let delays: Vec<i64> = batch.iter().map(|m| m.delay_seconds).collect();
     let sizes: Vec<i32> = batch.iter().map(|m| m.body.len() as i32).collect();
-    sqlx::query(
-        "with bodies as (
+    let stored = sqlx::query(
+        "with queue as (select id from queues where id = $1 for key share),
+         bodies as (
              insert into message_bodies (id, content_type, body)
-             select * from unnest($2::uuid[], $3::int2[], $4::bytea[]))
+             select t.* from unnest($2::uuid[], $3::int2[], $4::bytea[]) as t where exists (select 1 from queue))
          insert into messages (id, queue_id, available_at, size, published_at)
-         select id, $1, now() + make_interval(secs => delay), size, now()
-         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size)",
+         select t.id, queue.id, now() + make_interval(secs => t.delay), t.size, now()
+         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size), queue",
     )
     .bind(queue)
     .bind(&ids)
@@ -60,7 +65,7 @@ pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessag
     .bind(&sizes)
     .execute(db)
     .await?;
-    Ok(())
+    Ok(stored.rows_affected() > 0)
 }
 
 /// The outcome of one claim: the leased messages, and how many exhausted ones were dead-lettered or
@@ -80,13 +85,21 @@ struct ClaimRow {
     body: Option<Vec<u8>>,
 }
 
+/// How a queue's messages are claimed.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimSpec {
+    pub queue: QueueId,
+    pub dead_letter_queue: Option<QueueId>,
+    pub max_deliveries: i32,
+    /// Messages older than this are past retention: never delivered, deleted by the sweep.
+    pub retention_seconds: i64,
+}
+
 /// Leases up to `limit` ready messages for `visibility_timeout_ms`. Ready messages whose deliveries are
 /// used up (their last lease ran out) go to the dead-letter queue instead, in the same statement.
 pub async fn claim(
     db: impl PgExecutor<'_>,
-    queue: QueueId,
-    dead_letter_queue: Option<QueueId>,
-    max_deliveries: i32,
+    spec: ClaimSpec,
     limit: i64,
     visibility_timeout_ms: i64,
 ) -> Result<Claim, sqlx::Error> {
@@ -94,6 +107,7 @@ pub async fn claim(
         "with candidates as (
              select id, attempts from messages
              where queue_id = $1 and available_at <= now()
+               and published_at > now() - make_interval(secs => $6)
              order by available_at, id
              limit $4
              for update skip locked),
@@ -113,11 +127,12 @@ pub async fn claim(
          union all
          select id, -1, null, null, null from exhausted"
     ))
-    .bind(queue)
-    .bind(dead_letter_queue)
-    .bind(max_deliveries)
+    .bind(spec.queue)
+    .bind(spec.dead_letter_queue)
+    .bind(spec.max_deliveries)
     .bind(limit)
     .bind(visibility_timeout_ms as f64)
+    .bind(spec.retention_seconds as f64)
     .fetch_all(db)
     .await?;
     let mut claim = Claim::default();
@@ -137,20 +152,6 @@ pub async fn claim(
     Ok(claim)
 }
 
-/// Deletes the messages (permissive: any genuine lease of a message acks it). Returns how many were
-/// still there.
-pub async fn ack(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "with gone as (delete from messages where queue_id = $1 and id = any($2) returning id)
-         delete from message_bodies b using gone where b.id = gone.id",
-    )
-    .bind(queue)
-    .bind(ids)
-    .execute(db)
-    .await?;
-    Ok(done.rows_affected())
-}
-
 /// One retry: the lease it names (message and delivery number) and how long to wait.
 #[derive(Debug, Clone, Copy)]
 pub struct Retry {
@@ -162,13 +163,7 @@ pub struct Retry {
 /// Returns leased messages to the queue after their delay, if the lease named is still the message's
 /// current one. Messages whose deliveries are used up go to the dead-letter queue at once. Returns the
 /// ids that were retried or dead-lettered; the others' leases were stale.
-pub async fn retry(
-    db: impl PgExecutor<'_>,
-    queue: QueueId,
-    dead_letter_queue: Option<QueueId>,
-    max_deliveries: i32,
-    retries: &[Retry],
-) -> Result<Vec<MessageId>, sqlx::Error> {
+pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) -> Result<Vec<MessageId>, sqlx::Error> {
     let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
     let attempts: Vec<i32> = retries.iter().map(|r| r.attempt).collect();
     let delays: Vec<i64> = retries.iter().map(|r| r.delay_seconds).collect();
@@ -178,6 +173,7 @@ pub async fn retry(
              from messages m join unnest($4::uuid[], $5::int4[], $6::int8[]) as r(id, attempt, delay)
                on m.id = r.id and m.attempts = r.attempt
              where m.queue_id = $1 and m.leased
+             order by m.id
              for update of m),
          exhausted as (select id from current where used_up),
          retried as (
@@ -189,9 +185,9 @@ pub async fn retry(
         "
          select id from retried union all select id from exhausted"
     ))
-    .bind(queue)
-    .bind(dead_letter_queue)
-    .bind(max_deliveries)
+    .bind(spec.queue)
+    .bind(spec.dead_letter_queue)
+    .bind(spec.max_deliveries)
     .bind(&ids)
     .bind(&attempts)
     .bind(&delays)
@@ -200,24 +196,33 @@ pub async fn retry(
 }
 
 /// The first messages in delivery order, without leasing them.
-pub async fn peek(db: impl PgExecutor<'_>, queue: QueueId, limit: i64) -> Result<Vec<StoredMessage>, sqlx::Error> {
+pub async fn peek(
+    db: impl PgExecutor<'_>,
+    queue: QueueId,
+    retention_seconds: i64,
+    limit: i64,
+) -> Result<Vec<StoredMessage>, sqlx::Error> {
     sqlx::query_as(
         "select m.id, m.attempts, m.published_at, b.content_type, b.body
          from messages m join message_bodies b on b.id = m.id
-         where m.queue_id = $1
+         where m.queue_id = $1 and m.published_at > now() - make_interval(secs => $3)
          order by m.available_at, m.id
          limit $2",
     )
     .bind(queue)
     .bind(limit)
+    .bind(retention_seconds as f64)
     .fetch_all(db)
     .await
 }
 
-/// Deletes the given messages of the queue; returns the ids that were there.
+/// Deletes the given messages of the queue (acks and purges by ref); returns the ids that were there.
+/// Rows are locked in id order, as retries lock them, so the two cannot deadlock.
 pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Vec<MessageId>, sqlx::Error> {
     sqlx::query_scalar(
-        "with gone as (delete from messages where queue_id = $1 and id = any($2) returning id),
+        "with doomed as (
+                 select id from messages where queue_id = $1 and id = any($2) order by id for update),
+              gone as (delete from messages m using doomed d where m.id = d.id returning m.id),
               bodies as (delete from message_bodies b using gone where b.id = gone.id)
          select id from gone",
     )
@@ -227,10 +232,11 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
     .await
 }
 
-/// Deletes every message of a queue (queue deletion and purge).
+/// Deletes every message of a queue (queue deletion and purge), locking in id order like `delete`.
 pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
-        "with gone as (delete from messages where queue_id = $1 returning id)
+        "with doomed as (select id from messages where queue_id = $1 order by id for update),
+              gone as (delete from messages m using doomed d where m.id = d.id returning m.id)
          delete from message_bodies b using gone where b.id = gone.id",
     )
     .bind(queue)

@@ -16,6 +16,9 @@ pub enum StoreError {
     DuplicateQueueName(String),
     #[error("the queue already has a consumer")]
     ConsumerExists,
+    /// The queue was deleted while the request worked on it.
+    #[error("the queue is gone")]
+    QueueGone,
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -26,6 +29,10 @@ pub(crate) fn violated_constraint(err: &sqlx::Error) -> Option<&str> {
         sqlx::Error::Database(db) if db.is_unique_violation() => db.constraint(),
         _ => None,
     }
+}
+
+pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_foreign_key_violation())
 }
 
 /// The key that signs lease ids, shared by every node: the first node to start creates it.

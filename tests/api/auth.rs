@@ -98,6 +98,7 @@ async fn bad_token_requests_are_400s(pool: PgPool) {
         (json!({"name": "x", "scopes": []}), "scopes"),
         (json!({"name": "x", "scopes": ["admin"]}), "admin"),
         (json!({"name": "x", "scopes": "queues_read"}), "scopes"),
+        (json!({"name": "a\u{0}b", "scopes": ["queues_read"]}), "control"),
     ] {
         let message = app.post("tokens", body.clone()).await.expect_error(400);
         assert!(message.contains(needle), "{body}: {message}");
@@ -135,4 +136,15 @@ async fn malformed_json_and_unknown_routes_get_clear_4xx(pool: PgPool) {
     app.get("nowhere").await.expect_error(404);
     let resp = app.raw(Method::GET, &format!("{}/client/v4/elsewhere", app.address), Some(&app.token), None).await;
     resp.expect_error(404);
+}
+
+#[sqlx::test]
+async fn a_token_cannot_grant_scopes_it_does_not_hold(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let manager = app.token_with(&[Scope::TokensWrite]).await;
+    let body = Some(json!({"name": "escalate", "scopes": ["queues_write"]}).to_string().into_bytes());
+    let resp = app.raw(Method::POST, &app.url("tokens"), Some(&manager), body).await;
+    assert!(resp.expect_error(403).contains("queues_write"));
+    let body = Some(json!({"name": "peer", "scopes": ["tokens_write"]}).to_string().into_bytes());
+    app.raw(Method::POST, &app.url("tokens"), Some(&manager), body).await.expect_ok();
 }

@@ -25,9 +25,11 @@ async fn an_http_pull_consumer_gets_pull_defaults(pool: PgPool) {
 async fn a_queue_has_at_most_one_consumer(pool: PgPool) {
     let app = spawn_app(pool).await;
     let q = app.pull_queue("orders", json!({})).await;
-    let resp = app.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull"})).await;
+    let resp =
+        app.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull", "dead_letter_queue": "dlq"})).await;
     resp.expect_error(409);
     assert_eq!(resp.headers["x-should-retry"], "false");
+    assert_eq!(app.get("queues?name=dlq").await.expect_ok(), &json!([]), "a refused consumer makes no queue");
 }
 
 #[sqlx::test]

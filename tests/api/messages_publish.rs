@@ -169,7 +169,7 @@ async fn size_and_count_limits_are_413s(pool: PgPool) {
     resp.expect_error(413);
     assert_eq!(resp.error_code(), 10205);
 
-    let huge = vec![b'"'; 2 * 1024 * 1024];
+    let huge = vec![b'"'; 3 * 1024 * 1024];
     let resp =
         app.raw(reqwest::Method::POST, &app.url(&format!("queues/{q}/messages")), Some(&app.token), Some(huge)).await;
     resp.expect_error(413);

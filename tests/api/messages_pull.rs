@@ -187,3 +187,14 @@ async fn eight_concurrent_pullers_never_share_a_message(pool: PgPool) {
     assert_eq!(deliveries.keys().cloned().collect::<HashSet<_>>(), expected, "every message delivered");
     assert_eq!(app.backlog(&q).await, 0, "every message acked");
 }
+
+#[sqlx::test]
+async fn a_queue_renamed_to_its_dead_letter_queues_name_does_not_loop_its_messages(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({"dead_letter_queue": "dlq", "settings": {"max_retries": 0}})).await;
+    let dlq = app.get("queues?name=dlq").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    app.delete(&format!("queues/{dlq}")).await.expect_ok();
+    app.patch(&format!("queues/{q}"), json!({"queue_name": "dlq"})).await.expect_ok();
+    app.publish_texts(&q, &["m"]).await;
+    assert_eq!(deliver_until_exhausted(&app, &q).await, [1], "delivered once, then dropped, not looped");
+}

@@ -73,6 +73,7 @@ async fn queues_list_by_page_and_by_repeated_name(pool: PgPool) {
         resp.expect_ok().as_array().unwrap().iter().map(|q| q["queue_name"].as_str().unwrap()).collect();
     assert_eq!(names, ["a", "c"]);
     app.get("queues?per_page=0").await.expect_error(400);
+    app.get("queues?name=%00").await.expect_error(400);
     app.get("queues?page=x").await.expect_error(400);
 }
 

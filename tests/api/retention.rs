@@ -20,10 +20,14 @@ async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool:
     .execute(&pool)
     .await
     .unwrap();
+    let before_sweep = app.pull(&short, json!({"batch_size": 10})).await;
+    let bodies: Vec<&str> = before_sweep.iter().map(|m| m["body"].as_str().unwrap()).collect();
+    assert_eq!(bodies, ["fresh"], "messages past retention are never delivered, swept or not");
     let deleted = skiplock::maintenance::sweep_expired(&pool).await.unwrap();
     assert_eq!(deleted, 2);
     assert_eq!(app.backlog(&short).await, 1);
     assert_eq!(app.backlog(&long).await, 1, "the other queue keeps its 4-day retention");
     let left = app.post(&format!("queues/{short}/messages/peek"), json!({})).await;
     assert_eq!(left.expect_ok()["messages"][0]["body"], "fresh");
+    assert_eq!(left.result()["messages"].as_array().unwrap().len(), 1);
 }
