@@ -21,7 +21,7 @@ fi
 endef
 
 run:
-	$(service_db)
+	@$(service_db)
 	cargo build --release --quiet
 	./target/release/skiplock migrate >/dev/null
 	mkdir -p .data
@@ -45,19 +45,19 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 	touch $@
 
 test: venv
-	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --quiet -- --test-threads=6
 
 lint:
-	cargo fmt --all -- --check
+	@cargo fmt --all -- --check
 	cargo clippy --all-targets --quiet -- -D warnings
 
 db-up:
-	scripts/pg.sh start
+	@scripts/pg.sh start
 
 db-down:
-	scripts/pg.sh stop
+	@scripts/pg.sh stop
 
 clean:
-	scripts/pg.sh stop
+	@scripts/pg.sh stop
 	rm -rf .data $(VENV) target

@@ -1,5 +1,7 @@
 //! The `skiplock` command line: serve, migrate, and the operator's account and token commands.
 
+use std::sync::Arc;
+
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -8,7 +10,7 @@ use crate::auth::Scope;
 use crate::config::{Settings, ENV_HELP};
 use crate::ids::TokenId;
 use crate::startup::{self, Application, MIGRATOR};
-use crate::{api, maintenance, store, telemetry};
+use crate::{api, dispatch, maintenance, store, telemetry};
 
 #[derive(Parser)]
 #[command(name = "skiplock", version, about = "A multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API", after_help = ENV_HELP)]
@@ -21,8 +23,9 @@ pub struct Cli {
 enum Command {
     /// Serve the API and the dashboard on SKIPLOCK_BIND.
     Serve {
-        /// Roles to run, comma-separated. `api`: the HTTP API, dashboard and retention clean-up.
-        #[arg(long, value_delimiter = ',', default_value = "api")]
+        /// Roles to run, comma-separated: `api` (the HTTP API and dashboard) and `dispatcher` (webhook
+        /// delivery). Every role also runs the retention clean-up.
+        #[arg(long, value_delimiter = ',', default_value = "api,dispatcher")]
         roles: Vec<Role>,
         /// Do not apply pending database migrations at start.
         #[arg(long)]
@@ -45,6 +48,7 @@ enum Command {
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Role {
     Api,
+    Dispatcher,
 }
 
 #[derive(Subcommand)]
@@ -83,15 +87,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let stop = CancellationToken::new();
             startup::cancel_on_signals(stop.clone());
+            let mut tasks = tokio::task::JoinSet::new();
+            tasks.spawn(maintenance::run(pool.clone(), settings.retention_sweep_every, stop.clone()));
+            if roles.contains(&Role::Dispatcher) {
+                let dispatcher = startup::dispatcher(pool.clone(), &settings).await?;
+                tracing::info!("dispatching webhooks");
+                tasks.spawn(dispatch::run(Arc::new(dispatcher), stop.clone()));
+            }
             if roles.contains(&Role::Api) {
                 let app = Application::build(pool.clone(), settings.bind).await?;
                 tracing::info!(address = %app.local_addr(), "serving the API");
-                let sweeper =
-                    tokio::spawn(maintenance::run(pool.clone(), settings.retention_sweep_every, stop.clone()));
-                app.run_until_stopped(stop.clone()).await?;
+                let served = app.run_until_stopped(stop.clone()).await;
                 stop.cancel();
-                let _ = sweeper.await;
+                served?;
             }
+            while tasks.join_next().await.is_some() {}
             pool.close().await;
         }
         Command::Migrate => {

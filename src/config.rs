@@ -13,6 +13,7 @@ Environment:
   SKIPLOCK_METRICS_BIND         Prometheus /metrics address          [default: 127.0.0.1:9787]
   SKIPLOCK_WEBHOOK_ALLOW_CIDRS  networks exempt from the webhook address guard, comma-separated
                                 (for example 127.0.0.0/8,::1/128)    [default: none]
+  SKIPLOCK_WEBHOOK_TIMEOUT_MS   how long a webhook receiver has to answer [default: 30000]
   SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
   SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
@@ -23,6 +24,7 @@ pub struct Settings {
     pub bind: SocketAddr,
     pub metrics_bind: SocketAddr,
     pub webhook_allow_cidrs: Vec<IpNet>,
+    pub webhook_timeout: Duration,
     pub db_pool_size: u32,
     pub log_filter: String,
     pub log_json: bool,
@@ -62,18 +64,33 @@ impl Settings {
         let db_pool_size = pool_raw.parse::<u32>().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
             ConfigError(format!("SKIPLOCK_DB_POOL_SIZE={pool_raw:?} must be a number from 1 to 1000"))
         })?;
+        let timeout_raw = get("SKIPLOCK_WEBHOOK_TIMEOUT_MS").unwrap_or_else(|| "30000".into());
+        let webhook_timeout = timeout_raw
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| (100..=600_000).contains(ms))
+            .map(Duration::from_millis)
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "SKIPLOCK_WEBHOOK_TIMEOUT_MS={timeout_raw:?} must be milliseconds from 100 to 600000"
+                ))
+            })?;
         let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
             None | Some("text") => false,
             Some("json") => true,
             Some(other) => return Err(ConfigError(format!("SKIPLOCK_LOG_FORMAT={other:?} must be text or json"))),
         };
+        let log_filter = get("SKIPLOCK_LOG").unwrap_or_else(|| "info,sqlx=warn".into());
+        tracing_subscriber::EnvFilter::try_new(&log_filter)
+            .map_err(|e| ConfigError(format!("SKIPLOCK_LOG={log_filter:?} is not a log filter: {e}")))?;
         Ok(Self {
             database_url,
             bind: addr("SKIPLOCK_BIND", "127.0.0.1:8787")?,
             metrics_bind: addr("SKIPLOCK_METRICS_BIND", "127.0.0.1:9787")?,
             webhook_allow_cidrs,
+            webhook_timeout,
             db_pool_size,
-            log_filter: get("SKIPLOCK_LOG").unwrap_or_else(|| "info".into()),
+            log_filter,
             log_json,
             retention_sweep_every: Duration::from_secs(30),
         })

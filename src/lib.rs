@@ -5,6 +5,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod dispatch;
 pub mod error;
 pub mod ids;
 pub mod maintenance;

@@ -11,6 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, envelope::MAX_REQUEST_BYTES};
 use crate::config::Settings;
+use crate::dispatch::client::WebhookClient;
+use crate::dispatch::guard::AddressGuard;
+use crate::dispatch::{DispatchSettings, Dispatcher};
+use crate::queue::lease::Signer;
 use crate::state::AppState;
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
@@ -21,6 +25,15 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
         .acquire_timeout(Duration::from_secs(5))
         .connect(&settings.database_url)
         .await
+}
+
+/// The webhook dispatcher for this node, as configured.
+pub async fn dispatcher(pool: PgPool, settings: &Settings) -> Result<Dispatcher, sqlx::Error> {
+    let signer = Signer::new(crate::store::server_key(&pool).await?);
+    let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
+    let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
+    let client = WebhookClient::new(guard, dispatch.timeout, dispatch.max_in_flight);
+    Ok(Dispatcher::new(pool, signer, client, dispatch))
 }
 
 const DASHBOARD: &str = include_str!("../web/index.html");

@@ -11,9 +11,8 @@ use super::queues::{find_queue, queue_id};
 use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::ids::{AccountId, MessageId};
-use crate::queue::consumer::ConsumerKind;
+use crate::queue::consumer::{ConsumerKind, RetryPolicy};
 use crate::queue::message::{self, check_batch, check_delay, encode_for_pull, ContentType, PublishInput};
-use crate::queue::settings::QueueName;
 use crate::state::AppState;
 use crate::store::consumers::DeliveryTarget;
 use crate::store::messages::{ClaimSpec, Retry, StoredMessage};
@@ -125,14 +124,15 @@ async fn delivery_target(state: &AppState, account: AccountId, raw_queue: &str) 
 /// default when it has no consumer) and its dead-letter queue, made again if it was deleted since the
 /// consumer named it. A queue renamed to its own dead-letter queue's name has none.
 async fn claim_spec(state: &AppState, account: AccountId, target: &DeliveryTarget) -> ApiResult<ClaimSpec> {
-    let dead_letter_queue = match (&target.consumer, target.dead_letter_queue_id) {
-        (_, Some(id)) => Some(id),
-        (Some(c), None) if !c.dead_letter_queue.is_empty() => {
-            let name = QueueName::parse("dead_letter_queue", &c.dead_letter_queue)?;
-            Some(store::queues::ensure(&state.pool, account, &name).await?).filter(|id| *id != target.queue_id)
-        }
-        _ => None,
-    };
+    let dead_letter_name = target.consumer.as_ref().map_or("", |c| c.dead_letter_queue.as_str());
+    let dead_letter_queue = store::queues::dead_letter_target(
+        &state.pool,
+        account,
+        target.queue_id,
+        dead_letter_name,
+        target.dead_letter_queue_id,
+    )
+    .await?;
     let max_retries = target.consumer.as_ref().map_or(DEFAULT_MAX_RETRIES, |c| c.max_retries);
     Ok(ClaimSpec {
         queue: target.queue_id,
@@ -188,7 +188,7 @@ pub async fn pull(
     // Claim again while exhausted messages were dead-lettered in place of deliverable ones.
     for _ in 0..MAX_CLAIMS_PER_PULL {
         let want = limit - leased.len() as i64;
-        let claim = store::messages::claim(&state.pool, spec, want, visibility).await?;
+        let claim = store::messages::claim(&state.pool, spec, None, want, visibility).await?;
         leased.extend(claim.messages);
         if claim.dead_lettered == 0 || leased.len() as i64 >= limit {
             break;
@@ -276,7 +276,7 @@ pub async fn ack(
         }
     }
     let acked_set: HashSet<MessageId> = acked.iter().copied().collect();
-    let retry_delay = target.consumer.as_ref().map_or(0, |c| i64::from(c.retry_delay));
+    let policy = target.consumer.as_ref().map_or(RetryPolicy::constant(0), |c| c.retry);
     let mut retries: Vec<(Retry, &str)> = Vec::new();
     for r in &request.retries {
         match state.signer.open_lease(queue, &r.lease_id) {
@@ -286,7 +286,7 @@ pub async fn ack(
                 Retry {
                     id: lease.message_id,
                     attempt: lease.attempt,
-                    delay_seconds: r.delay_seconds.unwrap_or(retry_delay),
+                    delay_seconds: r.delay_seconds.unwrap_or_else(|| policy.delay_after(lease.attempt, rand::random())),
                 },
                 &r.lease_id,
             )),

@@ -46,6 +46,8 @@ pub struct ConsumerSettingsInput {
     #[serde(default, deserialize_with = "explicit_null")]
     pub max_concurrency: Option<Option<i64>>,
     pub visibility_timeout_ms: Option<i64>,
+    pub retry_backoff: Option<String>,
+    pub retry_delay_max: Option<i64>,
 }
 
 fn explicit_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
@@ -65,6 +67,70 @@ pub struct ConsumerSettings {
     /// Webhook only; `null` on the wire means the server's maximum.
     #[serde(skip)]
     pub max_concurrency: Option<i64>,
+    /// skiplock's extension: how retries without an explicit delay wait. Shown only when not constant,
+    /// so a default consumer looks exactly like Cloudflare's.
+    #[serde(flatten, skip_serializing_if = "RetryPolicy::is_constant")]
+    pub retry: RetryPolicy,
+}
+
+/// How long a retried message waits when the retry names no delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    #[serde(rename = "retry_backoff")]
+    pub backoff: Backoff,
+    /// The cap of exponential backoff, in seconds.
+    #[serde(rename = "retry_delay_max")]
+    pub max_delay: i64,
+    #[serde(skip)]
+    pub base_delay: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    Constant,
+    Exponential,
+}
+
+impl Backoff {
+    pub fn parse(raw: &str) -> Result<Self, Invalid> {
+        match raw {
+            "constant" => Ok(Self::Constant),
+            "exponential" => Ok(Self::Exponential),
+            other => Err(invalid(format!("settings.retry_backoff must be constant or exponential, got {other:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Constant => "constant",
+            Self::Exponential => "exponential",
+        }
+    }
+}
+
+impl RetryPolicy {
+    pub fn constant(base_delay: i64) -> Self {
+        Self { backoff: Backoff::Constant, max_delay: MAX_DELAY_SECONDS, base_delay }
+    }
+
+    fn is_constant(&self) -> bool {
+        self.backoff == Backoff::Constant
+    }
+
+    /// The delay before delivery number `attempts + 1`. Exponential backoff doubles the base delay with
+    /// each delivery made, caps it at `max_delay`, and draws the wait uniformly from its upper half
+    /// (jitter), so retries of a failed batch spread out instead of returning together.
+    pub fn delay_after(&self, attempts: i32, jitter: f64) -> i64 {
+        match self.backoff {
+            Backoff::Constant => self.base_delay,
+            Backoff::Exponential => {
+                let doublings = attempts.clamp(1, 32) - 1;
+                let full = (self.base_delay as f64 * 2f64.powi(doublings)).min(self.max_delay as f64);
+                (full * (0.5 + 0.5 * jitter.clamp(0.0, 1.0))).round() as i64
+            }
+        }
+    }
 }
 
 impl ConsumerSettings {
@@ -77,6 +143,7 @@ impl ConsumerSettings {
                 max_wait_time_ms: None,
                 visibility_timeout_ms: Some(30_000),
                 max_concurrency: None,
+                retry: RetryPolicy::constant(0),
             },
             ConsumerKind::Webhook => Self {
                 batch_size: 10,
@@ -85,6 +152,7 @@ impl ConsumerSettings {
                 max_wait_time_ms: Some(5_000),
                 visibility_timeout_ms: None,
                 max_concurrency: None,
+                retry: RetryPolicy::constant(0),
             },
         }
     }
@@ -102,6 +170,21 @@ impl ConsumerSettings {
         }
         if let Some(v) = input.retry_delay {
             s.retry_delay = in_range(&field("retry_delay"), v, 0, MAX_DELAY_SECONDS, " seconds")?;
+        }
+        s.retry.base_delay = s.retry_delay;
+        if let Some(raw) = &input.retry_backoff {
+            s.retry.backoff = Backoff::parse(raw)?;
+        }
+        if let Some(v) = input.retry_delay_max {
+            if s.retry.backoff != Backoff::Exponential {
+                return Err(invalid("settings.retry_delay_max applies only with retry_backoff exponential"));
+            }
+            s.retry.max_delay = in_range(&field("retry_delay_max"), v, 1, MAX_DELAY_SECONDS, " seconds")?;
+        }
+        if s.retry.backoff == Backoff::Exponential && s.retry.base_delay == 0 {
+            return Err(invalid(
+                "settings.retry_backoff exponential needs a retry_delay of at least 1 second as its base",
+            ));
         }
         let only_for = |name: &str, other: ConsumerKind| {
             invalid(format!("settings.{name} applies to {} consumers only", other.as_str()))
@@ -170,6 +253,30 @@ mod tests {
         assert!(ConsumerSettings::from_input(ConsumerKind::HttpPull, &input).is_err());
         let input = ConsumerSettingsInput { visibility_timeout_ms: Some(10), ..Default::default() };
         assert!(ConsumerSettings::from_input(ConsumerKind::Webhook, &input).is_err());
+    }
+
+    #[test]
+    fn exponential_backoff_doubles_from_the_base_up_to_the_cap() {
+        let policy = RetryPolicy { backoff: Backoff::Exponential, max_delay: 100, base_delay: 10 };
+        let full: Vec<i64> = (1..=6).map(|attempts| policy.delay_after(attempts, 1.0)).collect();
+        assert_eq!(full, [10, 20, 40, 80, 100, 100]);
+        assert_eq!(policy.delay_after(3, 0.0), 20, "jitter keeps at least half");
+        assert_eq!(RetryPolicy::constant(7).delay_after(5, 0.3), 7);
+    }
+
+    #[test]
+    fn backoff_settings_are_checked() {
+        let input = |backoff: &str, base: i64, max: Option<i64>| ConsumerSettingsInput {
+            retry_backoff: Some(backoff.into()),
+            retry_delay: Some(base),
+            retry_delay_max: max,
+            ..Default::default()
+        };
+        let ok = ConsumerSettings::from_input(ConsumerKind::Webhook, &input("exponential", 5, Some(600))).unwrap();
+        assert_eq!(ok.retry, RetryPolicy { backoff: Backoff::Exponential, max_delay: 600, base_delay: 5 });
+        assert!(ConsumerSettings::from_input(ConsumerKind::Webhook, &input("linear", 5, None)).is_err());
+        assert!(ConsumerSettings::from_input(ConsumerKind::Webhook, &input("exponential", 0, None)).is_err());
+        assert!(ConsumerSettings::from_input(ConsumerKind::Webhook, &input("constant", 5, Some(60))).is_err());
     }
 
     #[test]

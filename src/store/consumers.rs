@@ -5,11 +5,12 @@ use sqlx::{PgExecutor, PgPool};
 
 use super::{is_foreign_key_violation, violated_constraint, StoreError};
 use crate::ids::{AccountId, ConsumerId, QueueId};
-use crate::queue::consumer::{ConsumerKind, ConsumerSettings};
+use crate::queue::consumer::{Backoff, ConsumerKind, ConsumerSettings, RetryPolicy};
+use crate::queue::settings::MAX_DELAY_SECONDS;
 
 const COLUMNS: &str = "c.id, c.account_id, c.queue_id, q.name as queue_name, c.kind, c.dead_letter_queue, \
                        c.batch_size, c.max_retries, c.retry_delay, c.max_wait_time_ms, c.max_concurrency, \
-                       c.visibility_timeout_ms, c.url, c.created_at";
+                       c.visibility_timeout_ms, c.url, c.created_at, c.retry_backoff, c.retry_delay_max";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ConsumerRow {
@@ -27,6 +28,16 @@ pub struct ConsumerRow {
     pub visibility_timeout_ms: Option<i32>,
     pub url: Option<String>,
     pub created_at: DateTime<Utc>,
+    pub retry_backoff: String,
+    pub retry_delay_max: Option<i32>,
+}
+
+fn retry_policy(retry_delay: i32, backoff: &str, max: Option<i32>) -> RetryPolicy {
+    RetryPolicy {
+        backoff: Backoff::parse(backoff).expect("the retry_backoff column is checked by the schema"),
+        max_delay: max.map_or(MAX_DELAY_SECONDS, Into::into),
+        base_delay: retry_delay.into(),
+    }
 }
 
 impl ConsumerRow {
@@ -42,6 +53,7 @@ impl ConsumerRow {
             max_wait_time_ms: self.max_wait_time_ms.map(Into::into),
             visibility_timeout_ms: self.visibility_timeout_ms.map(Into::into),
             max_concurrency: self.max_concurrency.map(Into::into),
+            retry: retry_policy(self.retry_delay, &self.retry_backoff, self.retry_delay_max),
         }
     }
 }
@@ -65,8 +77,9 @@ pub async fn create(
     let s = &spec.settings;
     sqlx::query(
         "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
-             retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret,
+             retry_backoff, retry_delay_max)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     )
     .bind(id)
     .bind(account)
@@ -81,6 +94,8 @@ pub async fn create(
     .bind(s.visibility_timeout_ms.map(|v| v as i32))
     .bind(spec.url)
     .bind(signing_secret)
+    .bind(s.retry.backoff.as_str())
+    .bind(retry_delay_max(s))
     .execute(pool)
     .await
     .map_err(|e| match violated_constraint(&e) {
@@ -89,6 +104,11 @@ pub async fn create(
         _ => e.into(),
     })?;
     get(pool, account, queue, id).await?.ok_or(StoreError::QueueGone)
+}
+
+/// The stored cap of exponential backoff (null when backoff is constant).
+fn retry_delay_max(settings: &ConsumerSettings) -> Option<i32> {
+    (settings.retry.backoff == Backoff::Exponential).then_some(settings.retry.max_delay as i32)
 }
 
 pub async fn list(
@@ -134,7 +154,7 @@ pub async fn update(
     let updated = sqlx::query(
         "update consumers set dead_letter_queue = $4, batch_size = $5, max_retries = $6, retry_delay = $7,
              max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
-             url = coalesce($11, url)
+             url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13
          where account_id = $1 and queue_id = $2 and id = $3",
     )
     .bind(account)
@@ -148,6 +168,8 @@ pub async fn update(
     .bind(s.max_concurrency.map(|v| v as i32))
     .bind(s.visibility_timeout_ms.map(|v| v as i32))
     .bind(spec.url)
+    .bind(s.retry.backoff.as_str())
+    .bind(retry_delay_max(s))
     .execute(pool)
     .await?;
     if updated.rows_affected() == 0 {
@@ -188,7 +210,7 @@ pub struct ConsumerFields {
     pub dead_letter_queue: String,
     pub batch_size: i32,
     pub max_retries: i32,
-    pub retry_delay: i32,
+    pub retry: RetryPolicy,
     pub visibility_timeout_ms: Option<i32>,
 }
 
@@ -199,7 +221,8 @@ pub async fn delivery_target(
 ) -> Result<Option<DeliveryTarget>, sqlx::Error> {
     let row: Option<DeliveryTargetRow> = sqlx::query_as(
         "select q.id as queue_id, q.delivery_paused, q.message_retention_period, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
-                c.retry_delay, c.visibility_timeout_ms, d.id as dead_letter_queue_id
+                c.retry_delay, c.retry_backoff, c.retry_delay_max, c.visibility_timeout_ms,
+                d.id as dead_letter_queue_id
          from queues q
          left join consumers c on c.queue_id = q.id
          left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue and d.id <> q.id
@@ -222,21 +245,25 @@ struct DeliveryTargetRow {
     batch_size: Option<i32>,
     max_retries: Option<i32>,
     retry_delay: Option<i32>,
+    retry_backoff: Option<String>,
+    retry_delay_max: Option<i32>,
     visibility_timeout_ms: Option<i32>,
     dead_letter_queue_id: Option<QueueId>,
 }
 
 impl DeliveryTargetRow {
     fn into_target(self) -> DeliveryTarget {
-        let consumer = match (self.kind, self.batch_size, self.max_retries, self.retry_delay) {
-            (Some(kind), Some(batch_size), Some(max_retries), Some(retry_delay)) => Some(ConsumerFields {
-                kind,
-                dead_letter_queue: self.dead_letter_queue.unwrap_or_default(),
-                batch_size,
-                max_retries,
-                retry_delay,
-                visibility_timeout_ms: self.visibility_timeout_ms,
-            }),
+        let consumer = match (self.kind, self.batch_size, self.max_retries, self.retry_delay, self.retry_backoff) {
+            (Some(kind), Some(batch_size), Some(max_retries), Some(retry_delay), Some(backoff)) => {
+                Some(ConsumerFields {
+                    kind,
+                    dead_letter_queue: self.dead_letter_queue.unwrap_or_default(),
+                    batch_size,
+                    max_retries,
+                    retry: retry_policy(retry_delay, &backoff, self.retry_delay_max),
+                    visibility_timeout_ms: self.visibility_timeout_ms,
+                })
+            }
             _ => None,
         };
         DeliveryTarget {

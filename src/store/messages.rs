@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
-use crate::ids::{MessageId, QueueId};
+use crate::ids::{ConsumerId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
 
 /// A message handed out by a claim or a peek.
@@ -55,7 +55,9 @@ pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessag
              select t.* from unnest($2::uuid[], $3::int2[], $4::bytea[]) as t where exists (select 1 from queue))
          insert into messages (id, queue_id, available_at, size, published_at)
          select t.id, queue.id, now() + make_interval(secs => t.delay), t.size, now()
-         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size), queue",
+         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size), queue,
+              -- One wake-up per batch for the dispatchers, sent when the insert commits.
+              (select pg_notify('skiplock_messages', $1::text)) as wake",
     )
     .bind(queue)
     .bind(&ids)
@@ -74,6 +76,8 @@ pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessag
 pub struct Claim {
     pub messages: Vec<StoredMessage>,
     pub dead_lettered: usize,
+    /// The dispatch slot taken for these messages, when the claim asked for one.
+    pub slot: Option<i32>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -83,6 +87,17 @@ struct ClaimRow {
     published_at: Option<DateTime<Utc>>,
     content_type: Option<i16>,
     body: Option<Vec<u8>>,
+    slot: Option<i32>,
+}
+
+/// A webhook claim also takes one of its consumer's dispatch slots, so that no more than
+/// `max_concurrency` batches are in flight across all nodes; without a free slot it claims nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotRequest {
+    pub consumer: ConsumerId,
+    pub max_concurrency: i32,
+    /// How long the slot is held if it is never released (a node that died mid-delivery).
+    pub hold_ms: i64,
 }
 
 /// How a queue's messages are claimed.
@@ -100,6 +115,7 @@ pub struct ClaimSpec {
 pub async fn claim(
     db: impl PgExecutor<'_>,
     spec: ClaimSpec,
+    slot: Option<SlotRequest>,
     limit: i64,
     visibility_timeout_ms: i64,
 ) -> Result<Claim, sqlx::Error> {
@@ -112,20 +128,30 @@ pub async fn claim(
              limit $4
              for update skip locked),
          exhausted as (select id from candidates where attempts >= $3),
+         slot as (
+             update dispatch_slots s set held_until = now() + make_interval(secs => $9::float8 / 1000)
+             where $7::uuid is not null
+               and (s.consumer_id, s.slot) = (
+                   select consumer_id, slot from dispatch_slots
+                   where consumer_id = $7 and slot < $8 and held_until < now()
+                   order by slot limit 1
+                   for update skip locked)
+               and exists (select 1 from candidates where attempts < $3)
+             returning s.slot),
          claimed as (
              update messages m
              set available_at = now() + make_interval(secs => $5::float8 / 1000),
                  attempts = m.attempts + 1, leased = true
              from candidates c
-             where m.id = c.id and c.attempts < $3
+             where m.id = c.id and c.attempts < $3 and ($7::uuid is null or exists (select 1 from slot))
              returning m.id, m.attempts, m.published_at),
          ",
         dead_letter_ctes!(),
         "
-         select c.id, c.attempts, c.published_at, b.content_type, b.body
+         select c.id, c.attempts, c.published_at, b.content_type, b.body, (select slot from slot)
          from claimed c join message_bodies b on b.id = c.id
          union all
-         select id, -1, null, null, null from exhausted"
+         select id, -1, null, null, null, null from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -133,10 +159,14 @@ pub async fn claim(
     .bind(limit)
     .bind(visibility_timeout_ms as f64)
     .bind(spec.retention_seconds as f64)
+    .bind(slot.map(|s| s.consumer))
+    .bind(slot.map(|s| s.max_concurrency))
+    .bind(slot.map(|s| s.hold_ms as f64))
     .fetch_all(db)
     .await?;
     let mut claim = Claim::default();
     for row in rows {
+        claim.slot = claim.slot.or(row.slot);
         match (row.published_at, row.content_type, row.body) {
             (Some(published_at), Some(content_type), Some(body)) => claim.messages.push(StoredMessage {
                 id: row.id,
@@ -193,6 +223,24 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
     .bind(&delays)
     .fetch_all(db)
     .await
+}
+
+/// Gives back leases that were never used (a delivery abandoned at shutdown): the messages are available
+/// at once and the abandoned delivery does not count against their retries.
+pub async fn release(db: impl PgExecutor<'_>, queue: QueueId, leases: &[(MessageId, i32)]) -> Result<u64, sqlx::Error> {
+    let ids: Vec<MessageId> = leases.iter().map(|(id, _)| *id).collect();
+    let attempts: Vec<i32> = leases.iter().map(|(_, a)| *a).collect();
+    let done = sqlx::query(
+        "update messages m set available_at = now(), leased = false, attempts = m.attempts - 1
+         from unnest($2::uuid[], $3::int4[]) as r(id, attempt)
+         where m.queue_id = $1 and m.id = r.id and m.attempts = r.attempt and m.leased",
+    )
+    .bind(queue)
+    .bind(&ids)
+    .bind(&attempts)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// The first messages in delivery order, without leasing them.

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod consumers;
+pub mod dispatch;
 pub mod messages;
 pub mod queues;
 pub mod tokens;

@@ -188,3 +188,21 @@ pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog,
     .fetch_one(db)
     .await
 }
+
+/// Where a consumer's exhausted messages go: `known` when the consumer's dead-letter queue was found,
+/// else the queue named `name`, made again if it was deleted since. None when the consumer names none,
+/// or when the name is now the queue's own (it was renamed), which would loop messages forever.
+pub async fn dead_letter_target(
+    pool: &PgPool,
+    account: AccountId,
+    queue: QueueId,
+    name: &str,
+    known: Option<QueueId>,
+) -> Result<Option<QueueId>, sqlx::Error> {
+    if known.is_some() || name.is_empty() {
+        return Ok(known);
+    }
+    let Ok(name) = QueueName::parse("dead_letter_queue", name) else { return Ok(None) };
+    let id = ensure(pool, account, &name).await?;
+    Ok(Some(id).filter(|id| *id != queue))
+}

@@ -182,3 +182,58 @@ pub fn lease(message: &Value) -> &str {
 pub async fn db_now_ms(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select (extract(epoch from clock_timestamp()) * 1000)::int8").fetch_one(pool).await.unwrap()
 }
+
+/// A webhook consumer as created over the API.
+pub struct Hook {
+    pub queue: String,
+    pub consumer: String,
+    pub secret: String,
+}
+
+impl TestApp {
+    /// A queue with a webhook consumer posting to `url`.
+    pub async fn webhook_queue(&self, name: &str, url: &str, consumer: Value) -> Hook {
+        let queue = self.create_queue(name).await;
+        let mut body = json!({ "type": "webhook", "url": url });
+        body.as_object_mut().unwrap().extend(consumer.as_object().unwrap().clone());
+        let created = self.post(&format!("queues/{queue}/consumers"), body).await;
+        let c = created.expect_ok();
+        Hook {
+            queue,
+            consumer: c["consumer_id"].as_str().unwrap().to_owned(),
+            secret: c["signing_secret"].as_str().unwrap().to_owned(),
+        }
+    }
+}
+
+/// A dispatcher on the test's database that may reach loopback receivers.
+pub async fn dispatcher(pool: &PgPool, timeout: Duration) -> skiplock::dispatch::Dispatcher {
+    use skiplock::dispatch::guard::AddressGuard;
+    let guard = AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+    guarded_dispatcher(pool, timeout, guard).await
+}
+
+pub async fn guarded_dispatcher(
+    pool: &PgPool,
+    timeout: Duration,
+    guard: skiplock::dispatch::guard::AddressGuard,
+) -> skiplock::dispatch::Dispatcher {
+    use skiplock::dispatch::{client::WebhookClient, DispatchSettings, Dispatcher};
+    let signer = skiplock::queue::lease::Signer::new(skiplock::store::server_key(pool).await.unwrap());
+    let settings = DispatchSettings {
+        timeout,
+        refresh_every: Duration::from_millis(100),
+        shutdown_grace: Duration::from_millis(200),
+        ..DispatchSettings::default()
+    };
+    Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings)
+}
+
+/// The dispatcher's view of a consumer created over the API.
+pub async fn webhook_consumer(
+    dispatcher: &skiplock::dispatch::Dispatcher,
+    hook: &Hook,
+) -> skiplock::dispatch::WebhookConsumer {
+    let all = dispatcher.consumers().await.unwrap();
+    all.into_iter().find(|c| c.id.to_string() == hook.consumer).expect("the consumer is active")
+}

@@ -31,8 +31,14 @@ pub struct Server {
 impl Server {
     /// Starts `skiplock serve` and waits until it answers /healthz.
     pub async fn start(database_url: &str, port: u16) -> Server {
+        Self::start_with(database_url, port, &[], &[]).await
+    }
+
+    pub async fn start_with(database_url: &str, port: u16, args: &[&str], env: &[(&str, &str)]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_skiplock"))
             .arg("serve")
+            .args(args)
+            .envs(env.iter().copied())
             .env("DATABASE_URL", database_url)
             .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
             .env("SKIPLOCK_LOG", "warn")

@@ -1,0 +1,297 @@
+//! The webhook dispatcher: claims batches for `webhook` consumers and POSTs them, signed, to their URLs,
+//! then applies the receiver's answer. Any number of nodes run it against one database: batches are
+//! claimed with SKIP LOCKED and each consumer's batches in flight are capped by dispatch slots.
+//!
+//! `deliver` is one delivery from claim to outcome; `worker` runs one consumer's loop; `run` keeps a
+//! worker for every active webhook consumer and wakes them on NOTIFY when messages are published.
+
+pub mod client;
+pub mod guard;
+pub mod signature;
+mod worker;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use sqlx::PgPool;
+
+use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
+use crate::queue::answer::{self, Decision};
+use crate::queue::consumer::{Backoff, RetryPolicy, MAX_CONCURRENCY};
+use crate::queue::lease::Signer;
+use crate::queue::message::{encode_for_pull, ContentType};
+use crate::queue::settings::MAX_DELAY_SECONDS;
+use crate::store::dispatch::WebhookConsumerRow;
+use crate::store::messages::{ClaimSpec, Retry, SlotRequest, StoredMessage};
+use crate::store::{self};
+use client::{Reply, WebhookClient};
+
+pub use worker::run;
+
+/// How the dispatcher behaves on this node.
+#[derive(Debug, Clone)]
+pub struct DispatchSettings {
+    /// How long a receiver has to answer.
+    pub timeout: Duration,
+    /// Deliveries in flight at once from this node, over all consumers.
+    pub max_in_flight: usize,
+    /// How often the list of consumers is read again.
+    pub refresh_every: Duration,
+    /// At shutdown, how long in-flight deliveries may finish before their batches are released.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for DispatchSettings {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            max_in_flight: 512,
+            refresh_every: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+pub struct Dispatcher {
+    pool: PgPool,
+    signer: Signer,
+    client: WebhookClient,
+    settings: DispatchSettings,
+}
+
+/// A webhook consumer as the dispatcher works with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookConsumer {
+    pub id: ConsumerId,
+    pub account_id: AccountId,
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub url: String,
+    pub secrets: Vec<String>,
+    pub dead_letter_queue: String,
+    pub dead_letter_queue_id: Option<QueueId>,
+    pub batch_size: i64,
+    pub max_wait: Duration,
+    pub max_concurrency: i32,
+    pub max_deliveries: i32,
+    pub retry: RetryPolicy,
+    pub retention_seconds: i64,
+}
+
+impl From<WebhookConsumerRow> for WebhookConsumer {
+    fn from(row: WebhookConsumerRow) -> Self {
+        let backoff = Backoff::parse(&row.retry_backoff).unwrap_or(Backoff::Constant);
+        Self {
+            id: row.id,
+            account_id: row.account_id,
+            queue_id: row.queue_id,
+            queue_name: row.queue_name,
+            url: row.url,
+            secrets: std::iter::once(row.signing_secret).chain(row.previous_signing_secret).collect(),
+            dead_letter_queue: row.dead_letter_queue,
+            dead_letter_queue_id: row.dead_letter_queue_id,
+            batch_size: row.batch_size.into(),
+            max_wait: Duration::from_millis(row.max_wait_time_ms.max(0) as u64),
+            max_concurrency: row.max_concurrency.unwrap_or(MAX_CONCURRENCY as i32),
+            max_deliveries: row.max_retries + 1,
+            retry: RetryPolicy {
+                backoff,
+                max_delay: row.retry_delay_max.map_or(MAX_DELAY_SECONDS, Into::into),
+                base_delay: row.retry_delay.into(),
+            },
+            retention_seconds: row.message_retention_period.into(),
+        }
+    }
+}
+
+/// What one delivery came to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub delivered: usize,
+    pub acked: usize,
+    pub retried: usize,
+    /// Why the whole batch was retried, when it was.
+    pub failure: Option<String>,
+}
+
+/// A claimed batch, with the slot it holds.
+pub struct Batch {
+    pub messages: Vec<StoredMessage>,
+    pub slot: Option<i32>,
+}
+
+impl Dispatcher {
+    pub fn new(pool: PgPool, signer: Signer, client: WebhookClient, settings: DispatchSettings) -> Self {
+        Self { pool, signer, client, settings }
+    }
+
+    /// Every webhook consumer whose queue is not paused.
+    pub async fn consumers(&self) -> Result<Vec<WebhookConsumer>, sqlx::Error> {
+        Ok(store::dispatch::active_webhook_consumers(&self.pool).await?.into_iter().map(Into::into).collect())
+    }
+
+    /// Long enough for a delivery that uses its whole timeout to still settle its own batch.
+    fn lease(&self) -> Duration {
+        self.settings.timeout + Duration::from_secs(30)
+    }
+
+    async fn claim_spec(&self, c: &WebhookConsumer) -> Result<ClaimSpec, sqlx::Error> {
+        let dead_letter_queue = store::queues::dead_letter_target(
+            &self.pool,
+            c.account_id,
+            c.queue_id,
+            &c.dead_letter_queue,
+            c.dead_letter_queue_id,
+        )
+        .await?;
+        Ok(ClaimSpec {
+            queue: c.queue_id,
+            dead_letter_queue,
+            max_deliveries: c.max_deliveries,
+            retention_seconds: c.retention_seconds,
+        })
+    }
+
+    /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready
+    /// or every slot is taken.
+    pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
+        let spec = self.claim_spec(c).await?;
+        let lease_ms = self.lease().as_millis() as i64;
+        let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
+        store::dispatch::ensure_slots(&self.pool, c.id, c.max_concurrency).await?;
+        let claim = store::messages::claim(&self.pool, spec, Some(slot), c.batch_size, lease_ms).await?;
+        Ok(Batch { messages: claim.messages, slot: claim.slot })
+    }
+
+    /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that
+    /// want one deterministic step. None when there was nothing to claim.
+    pub async fn dispatch_once(&self, c: &WebhookConsumer) -> Result<Option<Outcome>, sqlx::Error> {
+        let batch = self.claim(c).await?;
+        if batch.messages.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(self.deliver(c, batch).await))
+    }
+
+    /// POSTs the batch, applies the answer and gives the slot back.
+    pub async fn deliver(&self, c: &WebhookConsumer, batch: Batch) -> Outcome {
+        let (body, ids) = self.payload(c, &batch.messages);
+        let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+        let timestamp = Utc::now().timestamp();
+        let secrets: Vec<&str> = c.secrets.iter().map(String::as_str).collect();
+        let headers = [
+            ("webhook-id", webhook_id.clone()),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature::header(&secrets, &webhook_id, timestamp, &body)),
+        ];
+        let reply = self.client.post(&c.url, &headers, body).await;
+        let outcome = self.settle(c, &batch.messages, &ids, reply).await;
+        if let Some(slot) = batch.slot {
+            if let Err(err) = store::dispatch::release_slot(&self.pool, c.id, slot).await {
+                tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
+            }
+        }
+        outcome
+    }
+
+    /// Gives a claimed batch's leases back untouched (shutdown before the receiver answered).
+    pub async fn release(&self, c: &WebhookConsumer, leases: &[(MessageId, i32)], slot: Option<i32>) {
+        if let Err(err) = store::messages::release(&self.pool, c.queue_id, leases).await {
+            tracing::warn!(error = %err, "releasing a batch failed; its lease expires by itself");
+        }
+        if let Some(slot) = slot {
+            let _ = store::dispatch::release_slot(&self.pool, c.id, slot).await;
+        }
+    }
+
+    fn payload(&self, c: &WebhookConsumer, messages: &[StoredMessage]) -> (Vec<u8>, Vec<String>) {
+        let ids: Vec<String> = messages.iter().map(|m| m.id.to_string()).collect();
+        let items: Vec<Value> = messages
+            .iter()
+            .zip(&ids)
+            .map(|(m, id)| {
+                let content_type = ContentType::from_code(m.content_type);
+                let body = match content_type {
+                    // Stored JSON bodies are JSON text already: embed them as they are.
+                    ContentType::Json => String::from_utf8(m.body.clone())
+                        .ok()
+                        .and_then(|text| RawValue::from_string(text).ok())
+                        .map(|raw| serde_json::to_value(raw).unwrap_or(Value::Null))
+                        .unwrap_or(Value::Null),
+                    other => encode_for_pull(other, &m.body),
+                };
+                json!({
+                    "id": id,
+                    "timestamp_ms": m.published_at.timestamp_millis(),
+                    "attempts": m.attempts,
+                    "content_type": content_type.as_str(),
+                    "body": body,
+                    "lease_id": self.signer.lease_id(c.queue_id, m.id, m.attempts),
+                })
+            })
+            .collect();
+        let body = json!({
+            "queue": c.queue_name,
+            "queue_id": c.queue_id,
+            "consumer_id": c.id,
+            "messages": items,
+        });
+        (serde_json::to_vec(&body).expect("a JSON value serializes"), ids)
+    }
+
+    /// Turns the reply into acks and retries and applies them.
+    async fn settle(&self, c: &WebhookConsumer, messages: &[StoredMessage], ids: &[String], reply: Reply) -> Outcome {
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (decisions, failure, floor): (HashMap<&str, Decision>, Option<String>, i64) = match reply {
+            Reply::Answered { status, body, .. } if (200..300).contains(&status) => match answer::parse(&body) {
+                Ok(actions) => (answer::resolve(actions.as_deref().unwrap_or_default(), &id_refs), None, 0),
+                Err(why) => (retry_all(&id_refs), Some(format!("HTTP {status} with {why}")), 0),
+            },
+            Reply::Answered { status: 429, retry_after, .. } => {
+                let wait = retry_after.map_or(0, |s| s.min(MAX_DELAY_SECONDS as u64) as i64);
+                (retry_all(&id_refs), Some("HTTP 429".into()), wait)
+            }
+            Reply::Answered { status, .. } => (retry_all(&id_refs), Some(format!("HTTP {status}")), 0),
+            Reply::Failed(why) => (retry_all(&id_refs), Some(why), 0),
+        };
+        let mut acks = Vec::new();
+        let mut retries = Vec::new();
+        for (m, id) in messages.iter().zip(&id_refs) {
+            match decisions.get(id).copied().unwrap_or(Decision::Ack) {
+                Decision::Ack => acks.push(m.id),
+                Decision::Retry(explicit) => {
+                    let delay = explicit.unwrap_or_else(|| c.retry.delay_after(m.attempts, rand::random()));
+                    retries.push(Retry { id: m.id, attempt: m.attempts, delay_seconds: delay.max(floor) });
+                }
+            }
+        }
+        if let Some(why) = &failure {
+            tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
+        }
+        let mut outcome = Outcome { delivered: messages.len(), failure, ..Default::default() };
+        if !acks.is_empty() {
+            match store::messages::delete(&self.pool, c.queue_id, &acks).await {
+                Ok(_) => outcome.acked = acks.len(),
+                Err(err) => tracing::warn!(error = %err, "applying acks failed; the messages will be delivered again"),
+            }
+        }
+        if !retries.is_empty() {
+            let applied = match self.claim_spec(c).await {
+                Ok(spec) => store::messages::retry(&self.pool, spec, &retries).await,
+                Err(err) => Err(err),
+            };
+            match applied {
+                Ok(done) => outcome.retried = done.len(),
+                Err(err) => tracing::warn!(error = %err, "applying retries failed; the leases expire by themselves"),
+            }
+        }
+        outcome
+    }
+}
+
+fn retry_all<'a>(ids: &[&'a str]) -> HashMap<&'a str, Decision> {
+    ids.iter().map(|id| (*id, Decision::Retry(None))).collect()
+}

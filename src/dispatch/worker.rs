@@ -1,0 +1,216 @@
+//! The dispatcher's loops: `run` keeps one worker per active webhook consumer and wakes workers when
+//! their queue gets messages (LISTEN/NOTIFY); a worker decides when a batch is due and keeps up to
+//! `max_concurrency` deliveries in flight while the backlog lasts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::{watch, Notify};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{Dispatcher, WebhookConsumer};
+use crate::ids::{ConsumerId, QueueId};
+use crate::store;
+
+/// The longest a worker sleeps without looking: a safety net for wake-ups from other nodes.
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// How soon to try again when every slot is taken (other nodes' deliveries finishing).
+const SLOT_POLL: Duration = Duration::from_millis(100);
+
+type Wakers = Arc<Mutex<HashMap<QueueId, Arc<Notify>>>>;
+
+struct Worker {
+    config: watch::Sender<WebhookConsumer>,
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+/// Runs the dispatcher until `stop` is cancelled, then lets in-flight deliveries finish (or releases
+/// them after the grace period) before returning.
+pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
+    let wakers: Wakers = Arc::default();
+    let listener = tokio::spawn(listen(dispatcher.pool.clone(), wakers.clone(), stop.clone()));
+    let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
+    loop {
+        match dispatcher.consumers().await {
+            Ok(active) => reconcile(&dispatcher, &wakers, &mut workers, active, &stop),
+            Err(err) => tracing::warn!(error = %err, "reading webhook consumers failed; will retry"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = tokio::time::sleep(dispatcher.settings.refresh_every) => {}
+        }
+    }
+    for worker in workers.into_values() {
+        worker.stop.cancel();
+        let _ = worker.handle.await;
+    }
+    let _ = listener.await;
+}
+
+/// Starts workers for new consumers, updates changed ones, and stops those deleted or paused.
+fn reconcile(
+    dispatcher: &Arc<Dispatcher>,
+    wakers: &Wakers,
+    workers: &mut HashMap<ConsumerId, Worker>,
+    active: Vec<WebhookConsumer>,
+    shutdown: &CancellationToken,
+) {
+    let mut seen = Vec::with_capacity(active.len());
+    for consumer in active {
+        seen.push(consumer.id);
+        if let Some(worker) = workers.get(&consumer.id) {
+            worker.config.send_if_modified(|current| {
+                let changed = *current != consumer;
+                *current = consumer.clone();
+                changed
+            });
+            continue;
+        }
+        let wake = wakers.lock().expect("wakers lock").entry(consumer.queue_id).or_default().clone();
+        let (config, updates) = watch::channel(consumer.clone());
+        let stop = shutdown.child_token();
+        let handle = tokio::spawn(work(dispatcher.clone(), updates, wake, stop.clone(), shutdown.clone()));
+        workers.insert(consumer.id, Worker { config, stop, handle });
+    }
+    workers.retain(|id, worker| {
+        let keep = seen.contains(id);
+        if !keep {
+            // Deleted or paused: claim nothing more; deliveries in flight finish on their own.
+            worker.stop.cancel();
+        }
+        keep
+    });
+}
+
+/// Wakes the worker of a queue whenever a publish to it commits.
+async fn listen(pool: sqlx::PgPool, wakers: Wakers, stop: CancellationToken) {
+    loop {
+        let mut listener = match PgListener::connect_with(&pool).await {
+            Ok(l) => l,
+            Err(err) => {
+                tracing::warn!(error = %err, "LISTEN connection failed; workers poll until it is back");
+                tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
+            }
+        };
+        if let Err(err) = listener.listen("skiplock_messages").await {
+            tracing::warn!(error = %err, "LISTEN failed; retrying");
+            tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
+        }
+        loop {
+            let notification = tokio::select! {
+                _ = stop.cancelled() => return,
+                n = listener.recv() => n,
+            };
+            match notification {
+                Ok(n) => {
+                    let Ok(queue) = uuid::Uuid::parse_str(n.payload()) else { continue };
+                    if let Some(wake) = wakers.lock().expect("wakers lock").get(&QueueId(queue)) {
+                        wake.notify_one();
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "LISTEN connection lost; reconnecting");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What a worker's next step is.
+enum Next {
+    /// A batch was claimed and is being delivered: look again at once.
+    Claimed,
+    /// Nothing due yet: wait this long (or until woken).
+    Wait(Duration),
+}
+
+/// One consumer's loop. `stop` ends claiming; `shutdown` (the process stopping) also bounds how long
+/// in-flight deliveries may take before their batches are released.
+async fn work(
+    dispatcher: Arc<Dispatcher>,
+    mut config: watch::Receiver<WebhookConsumer>,
+    wake: Arc<Notify>,
+    stop: CancellationToken,
+    shutdown: CancellationToken,
+) {
+    let mut in_flight = JoinSet::new();
+    loop {
+        while in_flight.try_join_next().is_some() {}
+        let consumer = config.borrow_and_update().clone();
+        let next = match next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await {
+            Ok(next) => next,
+            Err(err) => {
+                tracing::warn!(error = %err, consumer = %consumer.id, "dispatching failed; will retry");
+                Next::Wait(IDLE_POLL)
+            }
+        };
+        let Next::Wait(wait) = next else { continue };
+        tokio::select! {
+            _ = stop.cancelled() => break,
+            _ = wake.notified() => {}
+            _ = config.changed() => {}
+            _ = tokio::time::sleep(wait) => {}
+            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+        }
+    }
+    while in_flight.join_next().await.is_some() {}
+}
+
+async fn next_step(
+    dispatcher: &Arc<Dispatcher>,
+    consumer: &WebhookConsumer,
+    in_flight: &mut JoinSet<()>,
+    shutdown: &CancellationToken,
+) -> Result<Next, sqlx::Error> {
+    if !consumer.max_wait.is_zero() {
+        if let Some(wait) = not_due_for(dispatcher, consumer).await? {
+            return Ok(Next::Wait(wait));
+        }
+    }
+    let batch = dispatcher.claim(consumer).await?;
+    if batch.messages.is_empty() {
+        // Nothing ready, or every slot taken: which one decides how long to wait.
+        let ready =
+            store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
+        let wait = if ready.ready > 0 { SLOT_POLL } else { until_next(&ready) };
+        return Ok(Next::Wait(wait));
+    }
+    let (dispatcher, consumer, shutdown) = (dispatcher.clone(), consumer.clone(), shutdown.clone());
+    in_flight.spawn(async move {
+        let grace = dispatcher.settings.shutdown_grace;
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(grace).await;
+        };
+        let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
+        let slot = batch.slot;
+        tokio::select! {
+            _ = dispatcher.deliver(&consumer, batch) => {}
+            _ = deadline => dispatcher.release(&consumer, &leases, slot).await,
+        }
+    });
+    Ok(Next::Claimed)
+}
+
+/// How long until a batch is due, or None when one is due now: `batch_size` messages are ready, or
+/// the first ready one has waited `max_wait_time_ms`.
+async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Duration>, sqlx::Error> {
+    let r = store::dispatch::readiness(&dispatcher.pool, c.queue_id, c.retention_seconds, c.batch_size).await?;
+    if r.ready == 0 {
+        return Ok(Some(until_next(&r)));
+    }
+    if r.ready >= c.batch_size {
+        return Ok(None);
+    }
+    let waited = r.first_ready_at.map_or(Duration::ZERO, |first| (r.now - first).to_std().unwrap_or_default());
+    Ok(c.max_wait.checked_sub(waited).filter(|left| !left.is_zero()))
+}
+
+fn until_next(r: &store::dispatch::Readiness) -> Duration {
+    r.next_at.and_then(|next| (next - r.now).to_std().ok()).map_or(IDLE_POLL, |d| d.min(IDLE_POLL))
+}

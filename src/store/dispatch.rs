@@ -1,0 +1,111 @@
+//! What the webhook dispatcher reads and writes besides messages: the consumers to deliver to,
+//! whether a queue has a batch ready, and the dispatch slots that cap batches in flight.
+//!
+//! The dispatcher is an operator-level role: it serves every account, so these reads span accounts;
+//! each consumer's work is then scoped to its own queue.
+
+use chrono::{DateTime, Utc};
+use sqlx::{PgExecutor, PgPool};
+
+use crate::ids::{AccountId, ConsumerId, QueueId};
+
+#[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
+pub struct WebhookConsumerRow {
+    pub id: ConsumerId,
+    pub account_id: AccountId,
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub message_retention_period: i32,
+    pub url: String,
+    pub signing_secret: String,
+    /// The secret rotated out less than its grace period ago, which still signs.
+    pub previous_signing_secret: Option<String>,
+    pub dead_letter_queue: String,
+    pub dead_letter_queue_id: Option<QueueId>,
+    pub batch_size: i32,
+    pub max_wait_time_ms: i32,
+    pub max_concurrency: Option<i32>,
+    pub max_retries: i32,
+    pub retry_delay: i32,
+    pub retry_backoff: String,
+    pub retry_delay_max: Option<i32>,
+}
+
+/// Every webhook consumer whose queue is not paused.
+pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<WebhookConsumerRow>, sqlx::Error> {
+    sqlx::query_as(
+        "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period, c.url,
+                c.signing_secret,
+                case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
+                    as previous_signing_secret,
+                c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
+                coalesce(c.max_wait_time_ms, 5000) as max_wait_time_ms, c.max_concurrency, c.max_retries,
+                c.retry_delay, c.retry_backoff, c.retry_delay_max
+         from consumers c
+         join queues q on q.id = c.queue_id
+         left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id
+         where c.kind = 'webhook' and not q.delivery_paused and c.url is not null and c.signing_secret is not null
+         order by c.id",
+    )
+    .fetch_all(pool)
+    .await
+}
+
+/// Makes sure the consumer has slots `0..count`.
+pub async fn ensure_slots(db: impl PgExecutor<'_>, consumer: ConsumerId, count: i32) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "insert into dispatch_slots (consumer_id, slot) select $1, generate_series(0, $2 - 1)
+         on conflict do nothing",
+    )
+    .bind(consumer)
+    .bind(count)
+    .execute(db)
+    .await?;
+    Ok(())
+}
+
+pub async fn release_slot(db: impl PgExecutor<'_>, consumer: ConsumerId, slot: i32) -> Result<(), sqlx::Error> {
+    sqlx::query("update dispatch_slots set held_until = '-infinity' where consumer_id = $1 and slot = $2")
+        .bind(consumer)
+        .bind(slot)
+        .execute(db)
+        .await?;
+    Ok(())
+}
+
+/// How ready a queue is, by the database's clock.
+#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+pub struct Readiness {
+    /// Messages deliverable now, counted up to the batch size.
+    pub ready: i64,
+    /// When the first of them became deliverable.
+    pub first_ready_at: Option<DateTime<Utc>>,
+    /// When the next delayed or leased message becomes deliverable.
+    pub next_at: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+pub async fn readiness(
+    db: impl PgExecutor<'_>,
+    queue: QueueId,
+    retention_seconds: i64,
+    batch_size: i64,
+) -> Result<Readiness, sqlx::Error> {
+    sqlx::query_as(
+        "with ready as (
+             select available_at from messages
+             where queue_id = $1 and available_at <= now()
+               and published_at > now() - make_interval(secs => $2)
+             order by available_at, id
+             limit $3)
+         select (select count(*) from ready) as ready,
+                (select min(available_at) from ready) as first_ready_at,
+                (select min(available_at) from messages where queue_id = $1 and available_at > now()) as next_at,
+                now() as now",
+    )
+    .bind(queue)
+    .bind(retention_seconds as f64)
+    .bind(batch_size)
+    .fetch_one(db)
+    .await
+}
