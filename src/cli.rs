@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::activity::Activity;
 use crate::auth::Scope;
 use crate::config::{Settings, ENV_HELP};
 use crate::ids::TokenId;
@@ -76,6 +77,8 @@ enum TokenCommand {
     Revoke { token_id: String },
 }
 
+const ACTIVITY_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::from_env()?;
     telemetry::init(&settings.log_filter, settings.log_json);
@@ -89,13 +92,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             startup::cancel_on_signals(stop.clone());
             let mut tasks = tokio::task::JoinSet::new();
             tasks.spawn(maintenance::run(pool.clone(), settings.retention_sweep_every, stop.clone()));
+            let activity = Arc::new(Activity::default());
+            let flusher = activity.clone();
+            let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
+            tasks.spawn(async move { flusher.run(flush_pool, ACTIVITY_FLUSH_EVERY, flush_stop).await });
             if roles.contains(&Role::Dispatcher) {
-                let dispatcher = startup::dispatcher(pool.clone(), &settings).await?;
+                let dispatcher = startup::dispatcher(pool.clone(), &settings, activity.clone()).await?;
                 tracing::info!("dispatching webhooks");
                 tasks.spawn(dispatch::run(Arc::new(dispatcher), stop.clone()));
             }
             if roles.contains(&Role::Api) {
-                let app = Application::build(pool.clone(), settings.bind).await?;
+                let app = Application::build(pool.clone(), settings.bind, activity.clone()).await?;
                 tracing::info!(address = %app.local_addr(), "serving the API");
                 let served = app.run_until_stopped(stop.clone()).await;
                 stop.cancel();

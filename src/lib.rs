@@ -1,6 +1,7 @@
 //! skiplock: a multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API.
 #![forbid(unsafe_code)]
 
+pub mod activity;
 pub mod api;
 pub mod auth;
 pub mod cli;

@@ -34,5 +34,8 @@ pub async fn run(pool: PgPool, every: Duration, stop: CancellationToken) {
             Ok(n) => tracing::info!(deleted = n, "deleted messages past their retention period"),
             Err(err) => tracing::warn!(error = %err, "retention sweep failed; will retry"),
         }
+        if let Err(err) = crate::activity::prune(&pool).await {
+            tracing::warn!(error = %err, "pruning queue activity failed; will retry");
+        }
     }
 }

@@ -2,13 +2,15 @@
 //! background tasks, all stopped by one cancellation token.
 
 use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
 use std::time::Duration;
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, App, HttpServer};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::activity::Activity;
 use crate::api::{self, envelope::MAX_REQUEST_BYTES};
 use crate::config::Settings;
 use crate::dispatch::client::WebhookClient;
@@ -28,15 +30,13 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
 }
 
 /// The webhook dispatcher for this node, as configured.
-pub async fn dispatcher(pool: PgPool, settings: &Settings) -> Result<Dispatcher, sqlx::Error> {
+pub async fn dispatcher(pool: PgPool, settings: &Settings, activity: Arc<Activity>) -> Result<Dispatcher, sqlx::Error> {
     let signer = Signer::new(crate::store::server_key(&pool).await?);
     let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
     let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
     let client = WebhookClient::new(guard, dispatch.timeout, dispatch.max_in_flight);
-    Ok(Dispatcher::new(pool, signer, client, dispatch))
+    Ok(Dispatcher::new(pool, signer, client, dispatch, activity))
 }
-
-const DASHBOARD: &str = include_str!("../web/index.html");
 
 /// The HTTP app, bound and ready to run.
 pub struct Application {
@@ -46,8 +46,8 @@ pub struct Application {
 
 impl Application {
     /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
-    pub async fn build(pool: PgPool, bind: SocketAddr) -> anyhow::Result<Self> {
-        let state = web::Data::new(AppState::load(pool).await?);
+    pub async fn build(pool: PgPool, bind: SocketAddr, activity: Arc<Activity>) -> anyhow::Result<Self> {
+        let state = web::Data::new(AppState::load(pool, activity).await?);
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
         let server = HttpServer::new(move || {
@@ -55,8 +55,7 @@ impl Application {
                 .app_data(state.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
                 .configure(api::routes)
-                .route("/", web::get().to(dashboard))
-                .default_service(web::to(api::no_such_endpoint))
+                .default_service(web::to(api::assets::asset))
         })
         .disable_signals()
         .shutdown_timeout(10)
@@ -78,10 +77,6 @@ impl Application {
         });
         self.server.await
     }
-}
-
-async fn dashboard() -> HttpResponse {
-    HttpResponse::Ok().content_type("text/html; charset=utf-8").body(DASHBOARD)
 }
 
 /// Cancels `stop` on SIGTERM or SIGINT.

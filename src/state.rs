@@ -1,7 +1,10 @@
 //! What every request handler shares: the pool, the token verifier and the lease signer.
 
+use std::sync::Arc;
+
 use sqlx::PgPool;
 
+use crate::activity::Activity;
 use crate::auth::Verifier;
 use crate::queue::lease::Signer;
 
@@ -9,11 +12,12 @@ pub struct AppState {
     pub pool: PgPool,
     pub verifier: Verifier,
     pub signer: Signer,
+    pub activity: Arc<Activity>,
 }
 
 impl AppState {
-    pub async fn load(pool: PgPool) -> Result<Self, sqlx::Error> {
+    pub async fn load(pool: PgPool, activity: Arc<Activity>) -> Result<Self, sqlx::Error> {
         let key = crate::store::server_key(&pool).await?;
-        Ok(Self { verifier: Verifier::new(pool.clone()), signer: Signer::new(key), pool })
+        Ok(Self { verifier: Verifier::new(pool.clone()), signer: Signer::new(key), pool, activity })
     }
 }

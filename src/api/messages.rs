@@ -72,6 +72,7 @@ async fn store_batch(
     if !store::messages::publish(&state.pool, queue.id, &prepared).await? {
         return Err(ApiError::queue_not_found());
     }
+    state.activity.published(queue.id, prepared.len());
     // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
     let metrics = match store::queues::backlog(&state.pool, queue.id).await {
         Ok(backlog) => metrics_json(&backlog),
@@ -295,7 +296,8 @@ pub async fn ack(
     }
 
     if !acked.is_empty() {
-        store::messages::delete(&state.pool, queue, &acked).await?;
+        let gone = store::messages::delete(&state.pool, queue, &acked).await?;
+        state.activity.acked(queue, gone.len());
     }
     let mut retry_count = 0;
     if !retries.is_empty() {

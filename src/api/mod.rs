@@ -1,10 +1,12 @@
 //! The HTTP surface: Cloudflare's `/client/v4` routes, health checks and the dashboard's files.
 //! Handlers parse, authorize, call the store and shape the envelope; rules live in `queue`.
 
+pub mod assets;
 pub mod consumers;
 pub mod envelope;
 pub mod messages;
 pub mod queues;
+pub mod stats;
 pub mod tokens;
 pub mod views;
 
@@ -22,6 +24,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .route("/accounts/{account_id}/tokens", web::post().to(tokens::create))
             .route("/accounts/{account_id}/tokens", web::get().to(tokens::list))
             .route("/accounts/{account_id}/tokens/{token_id}", web::delete().to(tokens::revoke))
+            .route("/accounts/{account_id}/stats/queues", web::get().to(stats::all_queues))
             .route("/accounts/{account_id}/queues", web::post().to(queues::create))
             .route("/accounts/{account_id}/queues", web::get().to(queues::list))
             .route(queue, web::get().to(queues::get))
@@ -29,6 +32,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
             .route(queue, web::patch().to(queues::patch))
             .route(queue, web::delete().to(queues::delete))
             .route(&format!("{queue}/metrics"), web::get().to(queues::metrics))
+            .route(&format!("{queue}/stats"), web::get().to(stats::one_queue))
             .route(&format!("{queue}/purge"), web::post().to(queues::purge))
             .route(&format!("{queue}/purge"), web::get().to(queues::purge_status))
             .route(&format!("{queue}/consumers"), web::post().to(consumers::create))

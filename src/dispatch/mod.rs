@@ -11,6 +11,7 @@ pub mod signature;
 mod worker;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -18,6 +19,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
+use crate::activity::Activity;
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::{self, Decision};
 use crate::queue::consumer::{Backoff, RetryPolicy, MAX_CONCURRENCY};
@@ -60,6 +62,9 @@ pub struct Dispatcher {
     signer: Signer,
     client: WebhookClient,
     settings: DispatchSettings,
+    activity: Arc<Activity>,
+    /// Consumers whose dispatch slots exist for their current max_concurrency.
+    slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
 }
 
 /// A webhook consumer as the dispatcher works with it.
@@ -124,8 +129,14 @@ pub struct Batch {
 }
 
 impl Dispatcher {
-    pub fn new(pool: PgPool, signer: Signer, client: WebhookClient, settings: DispatchSettings) -> Self {
-        Self { pool, signer, client, settings }
+    pub fn new(
+        pool: PgPool,
+        signer: Signer,
+        client: WebhookClient,
+        settings: DispatchSettings,
+        activity: Arc<Activity>,
+    ) -> Self {
+        Self { pool, signer, client, settings, activity, slots_made: Default::default() }
     }
 
     /// Every webhook consumer whose queue is not paused.
@@ -161,7 +172,11 @@ impl Dispatcher {
         let spec = self.claim_spec(c).await?;
         let lease_ms = self.lease().as_millis() as i64;
         let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
-        store::dispatch::ensure_slots(&self.pool, c.id, c.max_concurrency).await?;
+        let key = (c.id, c.max_concurrency);
+        if !self.slots_made.lock().expect("slots lock").contains(&key) {
+            store::dispatch::ensure_slots(&self.pool, c.id, c.max_concurrency).await?;
+            self.slots_made.lock().expect("slots lock").insert(key);
+        }
         let claim = store::messages::claim(&self.pool, spec, Some(slot), c.batch_size, lease_ms).await?;
         Ok(Batch { messages: claim.messages, slot: claim.slot })
     }
@@ -274,7 +289,10 @@ impl Dispatcher {
         let mut outcome = Outcome { delivered: messages.len(), failure, ..Default::default() };
         if !acks.is_empty() {
             match store::messages::delete(&self.pool, c.queue_id, &acks).await {
-                Ok(_) => outcome.acked = acks.len(),
+                Ok(gone) => {
+                    outcome.acked = acks.len();
+                    self.activity.acked(c.queue_id, gone.len());
+                }
                 Err(err) => tracing::warn!(error = %err, "applying acks failed; the messages will be delivered again"),
             }
         }

@@ -6,6 +6,7 @@ pub mod consumers;
 pub mod dispatch;
 pub mod messages;
 pub mod queues;
+pub mod stats;
 pub mod tokens;
 
 use rand::RngCore;

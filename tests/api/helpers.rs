@@ -61,10 +61,14 @@ impl Drop for TestApp {
 }
 
 pub async fn spawn_app(pool: PgPool) -> TestApp {
-    let app = Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap()).await.expect("app builds");
+    let activity = std::sync::Arc::new(skiplock::activity::Activity::default());
+    let app =
+        Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap(), activity.clone()).await.expect("app builds");
     let address = format!("http://{}", app.local_addr());
     let stop = CancellationToken::new();
     tokio::spawn(app.run_until_stopped(stop.clone()));
+    let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
+    tokio::spawn(async move { activity.run(flush_pool, Duration::from_millis(200), flush_stop).await });
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
     TestApp { address, pool, account, token, client: reqwest::Client::new(), stop }
 }
@@ -226,7 +230,8 @@ pub async fn guarded_dispatcher(
         shutdown_grace: Duration::from_millis(200),
         ..DispatchSettings::default()
     };
-    Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings)
+    let activity = std::sync::Arc::new(skiplock::activity::Activity::default());
+    Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings, activity)
 }
 
 /// The dispatcher's view of a consumer created over the API.

@@ -14,6 +14,7 @@ mod queues;
 mod receiver;
 mod retention;
 mod sdk;
+mod stats;
 mod tenancy;
 mod webhook_loop;
 mod webhooks;

@@ -1,0 +1,99 @@
+//! Per-queue activity counts (published, acked), kept in memory and flushed to `queue_activity` in
+//! 10-second buckets every few seconds, so the hot paths never write a shared counter row and every
+//! node's share adds up.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::QueueId;
+
+pub const BUCKET_SECONDS: i64 = 10;
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    pub published: i64,
+    pub acked: i64,
+}
+
+#[derive(Default)]
+pub struct Activity {
+    pending: Mutex<HashMap<QueueId, Counts>>,
+}
+
+impl Activity {
+    pub fn published(&self, queue: QueueId, n: usize) {
+        self.pending.lock().expect("activity lock").entry(queue).or_default().published += n as i64;
+    }
+
+    pub fn acked(&self, queue: QueueId, n: usize) {
+        if n > 0 {
+            self.pending.lock().expect("activity lock").entry(queue).or_default().acked += n as i64;
+        }
+    }
+
+    /// Writes what was counted since the last flush into the current bucket.
+    pub async fn flush(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
+        let pending = std::mem::take(&mut *self.pending.lock().expect("activity lock"));
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let queues: Vec<QueueId> = pending.keys().copied().collect();
+        let published: Vec<i64> = queues.iter().map(|q| pending[q].published).collect();
+        let acked: Vec<i64> = queues.iter().map(|q| pending[q].acked).collect();
+        let written = sqlx::query(
+            "insert into queue_activity (queue_id, bucket, published, acked)
+             select t.queue_id, to_timestamp(floor(extract(epoch from now()) / $4) * $4), t.published, t.acked
+             from unnest($1::uuid[], $2::int8[], $3::int8[]) as t(queue_id, published, acked)
+             join queues q on q.id = t.queue_id
+             on conflict (queue_id, bucket) do update
+             set published = queue_activity.published + excluded.published,
+                 acked = queue_activity.acked + excluded.acked",
+        )
+        .bind(&queues)
+        .bind(&published)
+        .bind(&acked)
+        .bind(BUCKET_SECONDS as f64)
+        .execute(pool)
+        .await;
+        if written.is_err() {
+            // Keep the counts for the next flush rather than lose them.
+            let mut again = self.pending.lock().expect("activity lock");
+            for (queue, counts) in pending {
+                let entry = again.entry(queue).or_default();
+                entry.published += counts.published;
+                entry.acked += counts.acked;
+            }
+        }
+        written.map(|_| ())
+    }
+
+    /// Flushes every `every` until `stop`, then once more.
+    pub async fn run(&self, pool: PgPool, every: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
+            }
+            if let Err(err) = self.flush(&pool).await {
+                tracing::warn!(error = %err, "flushing queue activity failed; will retry");
+            }
+        }
+        let _ = self.flush(&pool).await;
+    }
+}
+
+/// Deletes buckets older than an hour and those of deleted queues.
+pub async fn prune(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "delete from queue_activity a
+         where a.bucket < now() - interval '1 hour'
+            or not exists (select 1 from queues q where q.id = a.queue_id)",
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}

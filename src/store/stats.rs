@@ -1,0 +1,82 @@
+//! Queue statistics for the dashboard: message counts by state, and activity over time.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use crate::ids::{AccountId, QueueId};
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct QueueState {
+    pub queue_id: QueueId,
+    pub queue_name: String,
+    pub backlog_count: i64,
+    pub backlog_bytes: i64,
+    /// Leased and not yet expired.
+    pub in_flight_count: i64,
+    /// Waiting for a publish or retry delay.
+    pub delayed_count: i64,
+    pub oldest: Option<DateTime<Utc>>,
+    /// The consumer's dead-letter queue, by name ("" when none).
+    pub dead_letter_queue: String,
+}
+
+/// The state of the account's queues (all of them, or just `only`), by name.
+pub async fn queue_states(
+    pool: &PgPool,
+    account: AccountId,
+    only: Option<QueueId>,
+) -> Result<Vec<QueueState>, sqlx::Error> {
+    sqlx::query_as(
+        "select q.id as queue_id, q.name as queue_name,
+                count(m.id) as backlog_count,
+                coalesce(sum(m.size), 0)::int8 as backlog_bytes,
+                count(m.id) filter (where m.leased and m.available_at > now()) as in_flight_count,
+                count(m.id) filter (where not m.leased and m.available_at > now()) as delayed_count,
+                min(m.published_at) as oldest,
+                coalesce(min(c.dead_letter_queue), '') as dead_letter_queue
+         from queues q
+         left join messages m on m.queue_id = q.id
+         left join consumers c on c.queue_id = q.id
+         where q.account_id = $1 and ($2::uuid is null or q.id = $2)
+         group by q.id, q.name
+         order by q.name",
+    )
+    .bind(account)
+    .bind(only)
+    .fetch_all(pool)
+    .await
+}
+
+/// The account's queues that dead-letter into the queue named `name`.
+pub async fn dead_letter_sources(
+    pool: &PgPool,
+    account: AccountId,
+    name: &str,
+) -> Result<Vec<(QueueId, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "select q.id, q.name from consumers c join queues q on q.id = c.queue_id
+         where c.account_id = $1 and c.dead_letter_queue = $2 order by q.name",
+    )
+    .bind(account)
+    .bind(name)
+    .fetch_all(pool)
+    .await
+}
+
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct ActivityBucket {
+    pub bucket: DateTime<Utc>,
+    pub published: i64,
+    pub acked: i64,
+}
+
+/// The queue's activity buckets since `since`, oldest first.
+pub async fn activity(pool: &PgPool, queue: QueueId, since: DateTime<Utc>) -> Result<Vec<ActivityBucket>, sqlx::Error> {
+    sqlx::query_as(
+        "select bucket, published, acked from queue_activity where queue_id = $1 and bucket >= $2 order by bucket",
+    )
+    .bind(queue)
+    .bind(since)
+    .fetch_all(pool)
+    .await
+}
