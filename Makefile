@@ -7,7 +7,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint db-up db-down venv clean
+.PHONY: run test lint latency db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -47,6 +47,12 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 test: venv
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --quiet -- --test-threads=6
+
+# Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (README: Benchmarks).
+latency:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --bins
+	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
 
 lint:
 	@cargo fmt --all -- --check

@@ -1,15 +1,18 @@
-//! Per-queue activity counts (published, acked), kept in memory and flushed to `queue_activity` in
-//! 10-second buckets every few seconds, so the hot paths never write a shared counter row and every
+//! The one place message events are recorded. Each event bumps its Prometheus counter; published and
+//! acked counts are also kept per queue in memory and flushed to `queue_activity` in 10-second buckets
+//! every few seconds (the dashboard's chart), so hot paths never write a shared counter row and every
 //! node's share adds up.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::ids::QueueId;
+use crate::metrics::Metrics;
+use crate::queue::consumer::ConsumerKind;
 
 pub const BUCKET_SECONDS: i64 = 10;
 
@@ -19,20 +22,44 @@ pub struct Counts {
     pub acked: i64,
 }
 
-#[derive(Default)]
 pub struct Activity {
     pending: Mutex<HashMap<QueueId, Counts>>,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Activity {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { pending: Mutex::default(), metrics }
+    }
+
     pub fn published(&self, queue: QueueId, n: usize) {
+        self.metrics.published.inc_by(n as u64);
         self.pending.lock().expect("activity lock").entry(queue).or_default().published += n as i64;
     }
 
-    pub fn acked(&self, queue: QueueId, n: usize) {
+    pub fn acked(&self, queue: QueueId, kind: ConsumerKind, n: usize) {
         if n > 0 {
+            self.metrics.acked.with_label_values(&[kind.as_str()]).inc_by(n as u64);
             self.pending.lock().expect("activity lock").entry(queue).or_default().acked += n as i64;
         }
+    }
+
+    pub fn delivered(&self, kind: ConsumerKind, n: usize) {
+        self.metrics.delivered.with_label_values(&[kind.as_str()]).inc_by(n as u64);
+    }
+
+    pub fn retried(&self, kind: ConsumerKind, n: usize) {
+        self.metrics.retried.with_label_values(&[kind.as_str()]).inc_by(n as u64);
+    }
+
+    /// Messages whose deliveries ran out: moved to a dead-letter queue, or deleted without one.
+    pub fn exhausted(&self, n: usize, to_dead_letter_queue: bool) {
+        let counter = if to_dead_letter_queue { &self.metrics.dead_lettered } else { &self.metrics.dropped };
+        counter.inc_by(n as u64);
+    }
+
+    pub fn expired(&self, n: u64) {
+        self.metrics.expired.inc_by(n);
     }
 
     /// Writes what was counted since the last flush into the current bucket.

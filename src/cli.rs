@@ -10,6 +10,7 @@ use crate::activity::Activity;
 use crate::auth::Scope;
 use crate::config::{Settings, ENV_HELP};
 use crate::ids::TokenId;
+use crate::metrics::{self, Metrics};
 use crate::startup::{self, Application, MIGRATOR};
 use crate::{api, dispatch, maintenance, store, telemetry};
 
@@ -78,6 +79,7 @@ enum TokenCommand {
 }
 
 const ACTIVITY_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+const QUEUE_GAUGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::from_env()?;
@@ -91,11 +93,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let stop = CancellationToken::new();
             startup::cancel_on_signals(stop.clone());
             let mut tasks = tokio::task::JoinSet::new();
-            tasks.spawn(maintenance::run(pool.clone(), settings.retention_sweep_every, stop.clone()));
-            let activity = Arc::new(Activity::default());
+
+            let metrics = Arc::new(Metrics::default());
+            let activity = Arc::new(Activity::new(metrics.clone()));
+            let metrics_server = metrics::serve(metrics.clone(), pool.clone(), settings.metrics_bind)?;
+            let metrics_handle = metrics_server.handle();
+            tasks.spawn(async move {
+                let _ = metrics_server.await;
+            });
+            tracing::info!(address = %settings.metrics_bind, "serving /metrics");
+            tasks.spawn(metrics::run_queue_gauges(
+                metrics.clone(),
+                pool.clone(),
+                settings.metrics_max_queues,
+                QUEUE_GAUGES_EVERY,
+                stop.clone(),
+            ));
             let flusher = activity.clone();
             let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
             tasks.spawn(async move { flusher.run(flush_pool, ACTIVITY_FLUSH_EVERY, flush_stop).await });
+            tasks.spawn(maintenance::run(pool.clone(), activity.clone(), settings.retention_sweep_every, stop.clone()));
             if roles.contains(&Role::Dispatcher) {
                 let dispatcher = startup::dispatcher(pool.clone(), &settings, activity.clone()).await?;
                 tracing::info!("dispatching webhooks");
@@ -108,8 +125,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 stop.cancel();
                 served?;
             }
+            stop.cancel();
+            metrics_handle.stop(true).await;
             while tasks.join_next().await.is_some() {}
             pool.close().await;
+            tracing::info!("stopped");
         }
         Command::Migrate => {
             MIGRATOR.run(&pool).await?;

@@ -14,8 +14,10 @@ Environment:
   SKIPLOCK_WEBHOOK_ALLOW_CIDRS  networks exempt from the webhook address guard, comma-separated
                                 (for example 127.0.0.0/8,::1/128)    [default: none]
   SKIPLOCK_WEBHOOK_TIMEOUT_MS   how long a webhook receiver has to answer [default: 30000]
+  SKIPLOCK_METRICS_MAX_QUEUES   queues with their own /metrics series; the rest are summed
+                                as queue=_other                       [default: 500]
   SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
-  SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info]
+  SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
 
 #[derive(Debug, Clone)]
@@ -25,6 +27,7 @@ pub struct Settings {
     pub metrics_bind: SocketAddr,
     pub webhook_allow_cidrs: Vec<IpNet>,
     pub webhook_timeout: Duration,
+    pub metrics_max_queues: usize,
     pub db_pool_size: u32,
     pub log_filter: String,
     pub log_json: bool,
@@ -75,6 +78,10 @@ impl Settings {
                     "SKIPLOCK_WEBHOOK_TIMEOUT_MS={timeout_raw:?} must be milliseconds from 100 to 600000"
                 ))
             })?;
+        let max_raw = get("SKIPLOCK_METRICS_MAX_QUEUES").unwrap_or_else(|| "500".into());
+        let metrics_max_queues = max_raw.parse::<usize>().ok().filter(|n| *n <= 100_000).ok_or_else(|| {
+            ConfigError(format!("SKIPLOCK_METRICS_MAX_QUEUES={max_raw:?} must be a number from 0 to 100000"))
+        })?;
         let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
             None | Some("text") => false,
             Some("json") => true,
@@ -89,6 +96,7 @@ impl Settings {
             metrics_bind: addr("SKIPLOCK_METRICS_BIND", "127.0.0.1:9787")?,
             webhook_allow_cidrs,
             webhook_timeout,
+            metrics_max_queues,
             db_pool_size,
             log_filter,
             log_json,

@@ -10,6 +10,7 @@ pub mod dispatch;
 pub mod error;
 pub mod ids;
 pub mod maintenance;
+pub mod metrics;
 pub mod queue;
 pub mod startup;
 pub mod state;

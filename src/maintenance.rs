@@ -3,9 +3,12 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::activity::Activity;
 use crate::store;
 
 const SWEEP_BATCH: i64 = 10_000;
@@ -22,7 +25,7 @@ pub async fn sweep_expired(pool: &PgPool) -> Result<u64, sqlx::Error> {
     }
 }
 
-pub async fn run(pool: PgPool, every: Duration, stop: CancellationToken) {
+pub async fn run(pool: PgPool, activity: Arc<Activity>, every: Duration, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(every);
     loop {
         tokio::select! {
@@ -31,7 +34,10 @@ pub async fn run(pool: PgPool, every: Duration, stop: CancellationToken) {
         }
         match sweep_expired(&pool).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(deleted = n, "deleted messages past their retention period"),
+            Ok(n) => {
+                activity.expired(n);
+                tracing::info!(deleted = n, "deleted messages past their retention period");
+            }
             Err(err) => tracing::warn!(error = %err, "retention sweep failed; will retry"),
         }
         if let Err(err) = crate::activity::prune(&pool).await {

@@ -50,9 +50,13 @@ impl Application {
         let state = web::Data::new(AppState::load(pool, activity).await?);
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
+        let metrics = web::Data::new(state.activity.metrics.clone());
         let server = HttpServer::new(move || {
             App::new()
+                .wrap_fn(crate::metrics::observe_request)
+                .wrap_fn(crate::telemetry::request_span)
                 .app_data(state.clone())
+                .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
                 .configure(api::routes)
                 .default_service(web::to(api::assets::asset))

@@ -190,11 +190,13 @@ pub async fn pull(
     for _ in 0..MAX_CLAIMS_PER_PULL {
         let want = limit - leased.len() as i64;
         let claim = store::messages::claim(&state.pool, spec, None, want, visibility).await?;
+        state.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
         leased.extend(claim.messages);
-        if claim.dead_lettered == 0 || leased.len() as i64 >= limit {
+        if claim.exhausted == 0 || leased.len() as i64 >= limit {
             break;
         }
     }
+    state.activity.delivered(ConsumerKind::HttpPull, leased.len());
     let backlog = store::queues::backlog(&state.pool, target.queue_id).await?;
     let messages: Vec<Value> = leased
         .iter()
@@ -297,14 +299,16 @@ pub async fn ack(
 
     if !acked.is_empty() {
         let gone = store::messages::delete(&state.pool, queue, &acked).await?;
-        state.activity.acked(queue, gone.len());
+        state.activity.acked(queue, ConsumerKind::HttpPull, gone.len());
     }
     let mut retry_count = 0;
     if !retries.is_empty() {
         let spec = claim_spec(&state, account, &target).await?;
         let batch: Vec<Retry> = retries.iter().map(|(r, _)| *r).collect();
-        let applied: HashSet<MessageId> =
-            store::messages::retry(&state.pool, spec, &batch).await?.into_iter().collect();
+        let done = store::messages::retry(&state.pool, spec, &batch).await?;
+        state.activity.retried(ConsumerKind::HttpPull, done.retried.len());
+        state.activity.exhausted(done.exhausted.len(), spec.dead_letter_queue.is_some());
+        let applied: HashSet<MessageId> = done.retried.into_iter().chain(done.exhausted).collect();
         for (r, lease_id) in &retries {
             if applied.contains(&r.id) {
                 retry_count += 1;

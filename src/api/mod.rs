@@ -62,8 +62,10 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
+/// Ready when the database answers within a second; recovers by itself when it is back.
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    match sqlx::query("select 1").execute(&state.pool).await {
+    let check = tokio::time::timeout(std::time::Duration::from_secs(1), sqlx::query("select 1").execute(&state.pool));
+    match check.await.unwrap_or(Err(sqlx::Error::PoolTimedOut)) {
         Ok(_) => HttpResponse::Ok().json(json!({"status": "ready"})),
         Err(err) => {
             tracing::warn!(error = %err, "readiness check: database unreachable");

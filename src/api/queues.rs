@@ -16,7 +16,9 @@ use crate::store::{self, queues::QueueRow};
 type Data = web::Data<AppState>;
 
 pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
-    path_id(raw, codes::MALFORMED_ID)
+    let id = path_id(raw, codes::MALFORMED_ID)?;
+    tracing::Span::current().record("queue_id", tracing::field::display(id));
+    Ok(id)
 }
 
 /// The account's queue, or the 404 every other account's queue gets too.

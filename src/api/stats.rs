@@ -47,7 +47,7 @@ fn sources_of(states: &[QueueState], name: &str) -> Vec<Value> {
 /// `GET /accounts/{account_id}/stats/queues`: every queue's counts, its dead-letter queue's depth, and
 /// the queues that dead-letter into it.
 pub async fn all_queues(state: Data, auth: Authed<QueuesRead>) -> ApiResult<HttpResponse> {
-    let states = store::stats::queue_states(&state.pool, auth.account_id(), None).await?;
+    let states = store::stats::queue_states(&state.pool, Some(auth.account_id())).await?;
     let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
     let result: Vec<Value> = states.iter().map(|s| summary(s, &by_name, sources_of(&states, &s.queue_name))).collect();
     Ok(ok(result))
@@ -61,7 +61,7 @@ pub async fn one_queue(
 ) -> ApiResult<HttpResponse> {
     let account = auth.account_id();
     let id = queue_id(&path.1)?;
-    let states = store::stats::queue_states(&state.pool, account, None).await?;
+    let states = store::stats::queue_states(&state.pool, Some(account)).await?;
     let this = states.iter().find(|s| s.queue_id == id).ok_or_else(ApiError::queue_not_found)?;
     let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
     let mut result = summary(this, &by_name, sources_of(&states, &this.queue_name));

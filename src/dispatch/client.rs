@@ -23,8 +23,16 @@ pub enum Reply {
         retry_after: Option<u64>,
         body: Vec<u8>,
     },
-    /// Refused by the address guard, a connection failure, or a timeout: no usable answer.
-    Failed(String),
+    /// No usable answer. `kind` is the metrics outcome: refused (the address guard), timeout or
+    /// connect_error.
+    Failed {
+        kind: &'static str,
+        reason: String,
+    },
+}
+
+fn failed(kind: &'static str, reason: String) -> Reply {
+    Reply::Failed { kind, reason }
 }
 
 #[derive(Clone)]
@@ -77,7 +85,7 @@ impl WebhookClient {
     pub async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Reply {
         let url = match reqwest::Url::parse(url) {
             Ok(url) => url,
-            Err(e) => return Reply::Failed(format!("invalid url: {e}")),
+            Err(e) => return failed("connect_error", format!("invalid url: {e}")),
         };
         // IP literals never reach the resolver; check them here.
         let literal: Option<IpAddr> = match url.host() {
@@ -87,7 +95,7 @@ impl WebhookClient {
         };
         if let Some(ip) = literal {
             if !self.guard.permits(ip) {
-                return Reply::Failed(format!("{ip} is an address webhooks may not reach"));
+                return failed("refused", format!("{ip} is an address webhooks may not reach"));
             }
         }
         let mut request = reqwest::Request::new(reqwest::Method::POST, url);
@@ -106,7 +114,17 @@ impl WebhookClient {
         };
         let mut response = match response {
             Ok(r) => r,
-            Err(e) => return Reply::Failed(describe(&*e)),
+            Err(e) => {
+                let reason = describe(&*e);
+                let kind = if e.is::<tower::timeout::error::Elapsed>() {
+                    "timeout"
+                } else if reason.contains("may not reach") {
+                    "refused"
+                } else {
+                    "connect_error"
+                };
+                return failed(kind, reason);
+            }
         };
         let status = response.status().as_u16();
         let retry_after = response
@@ -128,8 +146,8 @@ impl WebhookClient {
         .await;
         match read {
             Ok(Ok(())) => Reply::Answered { status, retry_after, body },
-            Ok(Err(e)) => Reply::Failed(format!("reading the answer failed: {}", describe(&e))),
-            Err(_) => Reply::Failed("reading the answer timed out".into()),
+            Ok(Err(e)) => failed("connect_error", format!("reading the answer failed: {}", describe(&e))),
+            Err(_) => failed("timeout", "reading the answer timed out".into()),
         }
     }
 }

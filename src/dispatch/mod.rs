@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use crate::activity::Activity;
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::{self, Decision};
-use crate::queue::consumer::{Backoff, RetryPolicy, MAX_CONCURRENCY};
+use crate::queue::consumer::{Backoff, ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
 use crate::queue::message::{encode_for_pull, ContentType};
 use crate::queue::settings::MAX_DELAY_SECONDS;
@@ -115,6 +115,8 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
 /// What one delivery came to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
+    /// ok, http_error, timeout, connect_error, refused or invalid_answer.
+    pub kind: &'static str,
     pub delivered: usize,
     pub acked: usize,
     pub retried: usize,
@@ -178,6 +180,8 @@ impl Dispatcher {
             self.slots_made.lock().expect("slots lock").insert(key);
         }
         let claim = store::messages::claim(&self.pool, spec, Some(slot), c.batch_size, lease_ms).await?;
+        self.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
+        self.activity.delivered(ConsumerKind::Webhook, claim.messages.len());
         Ok(Batch { messages: claim.messages, slot: claim.slot })
     }
 
@@ -202,8 +206,15 @@ impl Dispatcher {
             ("webhook-timestamp", timestamp.to_string()),
             ("webhook-signature", signature::header(&secrets, &webhook_id, timestamp, &body)),
         ];
+        let metrics = &self.activity.metrics;
+        metrics.batches_in_flight.inc();
+        let started = std::time::Instant::now();
         let reply = self.client.post(&c.url, &headers, body).await;
+        let elapsed = started.elapsed().as_secs_f64();
+        metrics.batches_in_flight.dec();
         let outcome = self.settle(c, &batch.messages, &ids, reply).await;
+        metrics.deliveries.with_label_values(&[outcome.kind]).inc();
+        metrics.delivery_duration.with_label_values(&[outcome.kind]).observe(elapsed);
         if let Some(slot) = batch.slot {
             if let Err(err) = store::dispatch::release_slot(&self.pool, c.id, slot).await {
                 tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
@@ -260,17 +271,17 @@ impl Dispatcher {
     /// Turns the reply into acks and retries and applies them.
     async fn settle(&self, c: &WebhookConsumer, messages: &[StoredMessage], ids: &[String], reply: Reply) -> Outcome {
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let (decisions, failure, floor): (HashMap<&str, Decision>, Option<String>, i64) = match reply {
+        let (kind, decisions, failure, floor): (_, HashMap<&str, Decision>, Option<String>, i64) = match reply {
             Reply::Answered { status, body, .. } if (200..300).contains(&status) => match answer::parse(&body) {
-                Ok(actions) => (answer::resolve(actions.as_deref().unwrap_or_default(), &id_refs), None, 0),
-                Err(why) => (retry_all(&id_refs), Some(format!("HTTP {status} with {why}")), 0),
+                Ok(actions) => ("ok", answer::resolve(actions.as_deref().unwrap_or_default(), &id_refs), None, 0),
+                Err(why) => ("invalid_answer", retry_all(&id_refs), Some(format!("HTTP {status} with {why}")), 0),
             },
             Reply::Answered { status: 429, retry_after, .. } => {
                 let wait = retry_after.map_or(0, |s| s.min(MAX_DELAY_SECONDS as u64) as i64);
-                (retry_all(&id_refs), Some("HTTP 429".into()), wait)
+                ("http_error", retry_all(&id_refs), Some("HTTP 429".into()), wait)
             }
-            Reply::Answered { status, .. } => (retry_all(&id_refs), Some(format!("HTTP {status}")), 0),
-            Reply::Failed(why) => (retry_all(&id_refs), Some(why), 0),
+            Reply::Answered { status, .. } => ("http_error", retry_all(&id_refs), Some(format!("HTTP {status}")), 0),
+            Reply::Failed { kind, reason } => (kind, retry_all(&id_refs), Some(reason), 0),
         };
         let mut acks = Vec::new();
         let mut retries = Vec::new();
@@ -286,23 +297,27 @@ impl Dispatcher {
         if let Some(why) = &failure {
             tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
-        let mut outcome = Outcome { delivered: messages.len(), failure, ..Default::default() };
+        let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
         if !acks.is_empty() {
             match store::messages::delete(&self.pool, c.queue_id, &acks).await {
                 Ok(gone) => {
                     outcome.acked = acks.len();
-                    self.activity.acked(c.queue_id, gone.len());
+                    self.activity.acked(c.queue_id, ConsumerKind::Webhook, gone.len());
                 }
                 Err(err) => tracing::warn!(error = %err, "applying acks failed; the messages will be delivered again"),
             }
         }
         if !retries.is_empty() {
             let applied = match self.claim_spec(c).await {
-                Ok(spec) => store::messages::retry(&self.pool, spec, &retries).await,
+                Ok(spec) => store::messages::retry(&self.pool, spec, &retries).await.map(|done| (spec, done)),
                 Err(err) => Err(err),
             };
             match applied {
-                Ok(done) => outcome.retried = done.len(),
+                Ok((spec, done)) => {
+                    self.activity.retried(ConsumerKind::Webhook, done.retried.len());
+                    self.activity.exhausted(done.exhausted.len(), spec.dead_letter_queue.is_some());
+                    outcome.retried = done.retried.len() + done.exhausted.len();
+                }
                 Err(err) => tracing::warn!(error = %err, "applying retries failed; the leases expire by themselves"),
             }
         }

@@ -75,7 +75,8 @@ pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessag
 #[derive(Debug, Default)]
 pub struct Claim {
     pub messages: Vec<StoredMessage>,
-    pub dead_lettered: usize,
+    /// Messages out of deliveries that were dead-lettered or deleted instead of claimed.
+    pub exhausted: usize,
     /// The dispatch slot taken for these messages, when the claim asked for one.
     pub slot: Option<i32>,
 }
@@ -175,7 +176,7 @@ pub async fn claim(
                 content_type,
                 body,
             }),
-            _ => claim.dead_lettered += 1,
+            _ => claim.exhausted += 1,
         }
     }
     claim.messages.sort_by_key(|m| (m.published_at, m.id.0));
@@ -193,11 +194,20 @@ pub struct Retry {
 /// Returns leased messages to the queue after their delay, if the lease named is still the message's
 /// current one. Messages whose deliveries are used up go to the dead-letter queue at once. Returns the
 /// ids that were retried or dead-lettered; the others' leases were stale.
-pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) -> Result<Vec<MessageId>, sqlx::Error> {
+/// What a retry request did.
+#[derive(Debug, Default)]
+pub struct Retried {
+    /// Back in the queue after their delay.
+    pub retried: Vec<MessageId>,
+    /// Out of deliveries: dead-lettered or deleted.
+    pub exhausted: Vec<MessageId>,
+}
+
+pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) -> Result<Retried, sqlx::Error> {
     let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
     let attempts: Vec<i32> = retries.iter().map(|r| r.attempt).collect();
     let delays: Vec<i64> = retries.iter().map(|r| r.delay_seconds).collect();
-    sqlx::query_scalar(concat!(
+    let rows: Vec<(MessageId, bool)> = sqlx::query_as(concat!(
         "with current as (
              select m.id, m.attempts >= $3 as used_up, r.delay
              from messages m join unnest($4::uuid[], $5::int4[], $6::int8[]) as r(id, attempt, delay)
@@ -213,7 +223,7 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
          ",
         dead_letter_ctes!(),
         "
-         select id from retried union all select id from exhausted"
+         select id, false from retried union all select id, true from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -222,7 +232,12 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
     .bind(&attempts)
     .bind(&delays)
     .fetch_all(db)
-    .await
+    .await?;
+    let (exhausted, retried): (Vec<_>, Vec<_>) = rows.into_iter().partition(|(_, used_up)| *used_up);
+    Ok(Retried {
+        retried: retried.into_iter().map(|(id, _)| id).collect(),
+        exhausted: exhausted.into_iter().map(|(id, _)| id).collect(),
+    })
 }
 
 /// Gives back leases that were never used (a delivery abandoned at shutdown): the messages are available

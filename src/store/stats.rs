@@ -7,6 +7,7 @@ use crate::ids::{AccountId, QueueId};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueState {
+    pub account_id: AccountId,
     pub queue_id: QueueId,
     pub queue_name: String,
     pub backlog_count: i64,
@@ -20,14 +21,11 @@ pub struct QueueState {
     pub dead_letter_queue: String,
 }
 
-/// The state of the account's queues (all of them, or just `only`), by name.
-pub async fn queue_states(
-    pool: &PgPool,
-    account: AccountId,
-    only: Option<QueueId>,
-) -> Result<Vec<QueueState>, sqlx::Error> {
+/// The state of an account's queues by name, or of every account's queues (metrics) when `account`
+/// is None.
+pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<Vec<QueueState>, sqlx::Error> {
     sqlx::query_as(
-        "select q.id as queue_id, q.name as queue_name,
+        "select q.account_id, q.id as queue_id, q.name as queue_name,
                 count(m.id) as backlog_count,
                 coalesce(sum(m.size), 0)::int8 as backlog_bytes,
                 count(m.id) filter (where m.leased and m.available_at > now()) as in_flight_count,
@@ -37,12 +35,11 @@ pub async fn queue_states(
          from queues q
          left join messages m on m.queue_id = q.id
          left join consumers c on c.queue_id = q.id
-         where q.account_id = $1 and ($2::uuid is null or q.id = $2)
-         group by q.id, q.name
-         order by q.name",
+         where $1::uuid is null or q.account_id = $1
+         group by q.account_id, q.id, q.name
+         order by q.account_id, q.name",
     )
     .bind(account)
-    .bind(only)
     .fetch_all(pool)
     .await
 }

@@ -15,6 +15,7 @@ pub struct TestApp {
     pub pool: PgPool,
     pub account: AccountId,
     pub token: String,
+    pub metrics: std::sync::Arc<skiplock::metrics::Metrics>,
     client: reqwest::Client,
     stop: CancellationToken,
 }
@@ -61,7 +62,8 @@ impl Drop for TestApp {
 }
 
 pub async fn spawn_app(pool: PgPool) -> TestApp {
-    let activity = std::sync::Arc::new(skiplock::activity::Activity::default());
+    let metrics = std::sync::Arc::new(skiplock::metrics::Metrics::default());
+    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics.clone()));
     let app =
         Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap(), activity.clone()).await.expect("app builds");
     let address = format!("http://{}", app.local_addr());
@@ -70,7 +72,7 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
     let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
     tokio::spawn(async move { activity.run(flush_pool, Duration::from_millis(200), flush_stop).await });
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
-    TestApp { address, pool, account, token, client: reqwest::Client::new(), stop }
+    TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
 }
 
 /// A fresh account and a token with `scopes`.
@@ -230,7 +232,7 @@ pub async fn guarded_dispatcher(
         shutdown_grace: Duration::from_millis(200),
         ..DispatchSettings::default()
     };
-    let activity = std::sync::Arc::new(skiplock::activity::Activity::default());
+    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(Default::default()));
     Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings, activity)
 }
 

@@ -9,6 +9,7 @@ mod durability;
 mod messages_ack;
 mod messages_publish;
 mod messages_pull;
+mod metrics;
 mod peek_purge;
 mod queues;
 mod receiver;

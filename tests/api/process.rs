@@ -38,6 +38,7 @@ impl Server {
         let child = Command::new(env!("CARGO_BIN_EXE_skiplock"))
             .arg("serve")
             .args(args)
+            .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
             .envs(env.iter().copied())
             .env("DATABASE_URL", database_url)
             .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))

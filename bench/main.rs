@@ -1,0 +1,40 @@
+//! skiplock-bench: load generators that measure a real skiplock process on a real PostgreSQL.
+//!
+//!   skiplock-bench latency [--rate 1000] [--seconds 20]
+//!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
+//!
+//! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
+//! `make latency` passes the private cluster's. The skiplock binary is the one beside this one.
+
+mod latency;
+mod setup;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "skiplock-bench", about = "Measure skiplock: throughput and latency workloads")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Publish -> webhook latency at max_wait_time_ms = 0, at a fixed rate.
+    Latency {
+        /// Messages published per second (one message per request).
+        #[arg(long, default_value_t = 1000)]
+        rate: u32,
+        /// How long to publish.
+        #[arg(long, default_value_t = 20)]
+        seconds: u32,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
+    }
+}

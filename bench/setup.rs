@@ -1,0 +1,115 @@
+//! Bench environment: a throwaway database, the skiplock server as a child process, an account.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+use sqlx::{Connection, PgConnection};
+use tokio::process::{Child, Command};
+
+pub struct Env {
+    pub admin_url: String,
+    pub database: String,
+    pub database_url: String,
+    pub server: Child,
+    pub base: String,
+    pub account: String,
+    pub token: String,
+    pub client: reqwest::Client,
+}
+
+fn skiplock_binary() -> PathBuf {
+    let me = std::env::current_exe().expect("the bench knows where it is");
+    me.with_file_name("skiplock")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn with_database(url: &str, name: &str) -> String {
+    let (server, query) = url.split_once('?').map_or((url, ""), |(s, q)| (s, q));
+    let server = server.rsplit_once('/').map_or(server, |(s, _)| s);
+    if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    }
+}
+
+impl Env {
+    /// A fresh database, migrated, with a running server (all roles) and an account.
+    pub async fn start(extra_env: &[(&str, String)]) -> anyhow::Result<Env> {
+        let admin_url = std::env::var("DATABASE_URL").context("DATABASE_URL must be set (make latency sets it)")?;
+        let database = format!("skiplock_bench_{}", std::process::id());
+        let mut admin = PgConnection::connect(&admin_url).await.context("connecting to DATABASE_URL")?;
+        sqlx::query(&format!("create database {database}")).execute(&mut admin).await?;
+        let database_url = with_database(&admin_url, &database);
+        let status = Command::new(skiplock_binary()).arg("migrate").env("DATABASE_URL", &database_url).status().await?;
+        if !status.success() {
+            bail!("skiplock migrate failed");
+        }
+        let out = Command::new(skiplock_binary())
+            .args(["account", "create", "--name", "bench"])
+            .env("DATABASE_URL", &database_url)
+            .output()
+            .await?;
+        let created: Value = serde_json::from_slice(&out.stdout).context("account create output")?;
+        let port = free_port();
+        let server = Command::new(skiplock_binary())
+            .args(["serve", "--no-migrate"])
+            .env("DATABASE_URL", &database_url)
+            .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
+            .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
+            .env("SKIPLOCK_LOG", "warn")
+            .envs(extra_env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let base = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client.get(format!("{base}/healthz")).send().await.is_err() {
+            if Instant::now() > deadline {
+                bail!("skiplock did not start");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Env {
+            admin_url,
+            database,
+            database_url,
+            server,
+            base,
+            account: created["account_id"].as_str().unwrap_or_default().to_owned(),
+            token: created["token"].as_str().unwrap_or_default().to_owned(),
+            client,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}/client/v4/accounts/{}/{}", self.base, self.account, path)
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let resp = self.client.post(self.url(path)).bearer_auth(&self.token).json(body).send().await?;
+        let status = resp.status();
+        let body: Value = resp.json().await?;
+        if !status.is_success() {
+            bail!("POST {path}: {status} {body}");
+        }
+        Ok(body["result"].clone())
+    }
+
+    /// Stops the server and drops the database.
+    pub async fn finish(mut self) -> anyhow::Result<()> {
+        self.server.kill().await.ok();
+        let mut admin = PgConnection::connect(&self.admin_url).await?;
+        sqlx::query(&format!("drop database if exists {} with (force)", self.database)).execute(&mut admin).await?;
+        let _ = &self.database_url;
+        Ok(())
+    }
+}

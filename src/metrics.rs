@@ -1,0 +1,337 @@
+//! Prometheus metrics: one registry, the collectors every part of the service updates, the HTTP
+//! request middleware, and the `/metrics` endpoint served on its own address.
+//!
+//! Labels stay bounded: method, route pattern, status class, consumer type, outcome. Per-queue gauges
+//! carry account and queue ids, but only for the `max_queue_series` queues with the largest backlog;
+//! the rest are summed into one series labelled `account="_other", queue="_other"`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::{web, App, HttpResponse, HttpServer};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use sqlx::PgPool;
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: IntCounterVec,
+    pub http_duration: HistogramVec,
+    pub published: IntCounter,
+    pub delivered: IntCounterVec,
+    pub acked: IntCounterVec,
+    pub retried: IntCounterVec,
+    pub dead_lettered: IntCounter,
+    pub dropped: IntCounter,
+    pub expired: IntCounter,
+    pub deliveries: IntCounterVec,
+    pub delivery_duration: HistogramVec,
+    pub batches_in_flight: IntGauge,
+    pub queue_backlog: IntGaugeVec,
+    pub queue_in_flight: IntGaugeVec,
+    pub queue_delayed: IntGaugeVec,
+    pub queue_oldest_age: IntGaugeVec,
+    pub queue_dead_letter: IntGaugeVec,
+    pub queue_series: IntGauge,
+    pool_connections: IntGaugeVec,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::new(name, help).expect("a valid metric");
+    registry.register(Box::new(c.clone())).expect("registered once");
+    c
+}
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
+    registry.register(Box::new(c.clone())).expect("registered once");
+    c
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("a valid metric");
+    registry.register(Box::new(g.clone())).expect("registered once");
+    g
+}
+
+fn histogram_vec(registry: &Registry, name: &str, help: &str, labels: &[&str], buckets: Vec<f64>) -> HistogramVec {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("a valid metric");
+    registry.register(Box::new(h.clone())).expect("registered once");
+    h
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let r = Registry::new();
+        let latency = vec![0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+        let build = gauge_vec(&r, "skiplock_build_info", "The running build; always 1.", &["version"]);
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let queue = ["account", "queue"];
+        Self {
+            http_requests: counter_vec(
+                &r,
+                "skiplock_http_requests_total",
+                "HTTP requests answered, by method, route pattern and status class.",
+                &["method", "route", "status"],
+            ),
+            http_duration: histogram_vec(
+                &r,
+                "skiplock_http_request_duration_seconds",
+                "Time to answer an HTTP request, by method and route pattern.",
+                &["method", "route"],
+                latency.clone(),
+            ),
+            published: counter(&r, "skiplock_messages_published_total", "Messages stored by publishes."),
+            delivered: counter_vec(
+                &r,
+                "skiplock_messages_delivered_total",
+                "Messages handed to consumers (pulled or pushed), by consumer type.",
+                &["consumer_type"],
+            ),
+            acked: counter_vec(
+                &r,
+                "skiplock_messages_acked_total",
+                "Messages acked, by consumer type.",
+                &["consumer_type"],
+            ),
+            retried: counter_vec(
+                &r,
+                "skiplock_messages_retried_total",
+                "Messages returned to their queue for another delivery, by consumer type.",
+                &["consumer_type"],
+            ),
+            dead_lettered: counter(
+                &r,
+                "skiplock_messages_dead_lettered_total",
+                "Messages moved to a dead-letter queue after their last delivery.",
+            ),
+            dropped: counter(
+                &r,
+                "skiplock_messages_dropped_total",
+                "Messages deleted after their last delivery, their consumer having no dead-letter queue.",
+            ),
+            expired: counter(
+                &r,
+                "skiplock_messages_expired_total",
+                "Messages deleted past their queue's retention period.",
+            ),
+            deliveries: counter_vec(
+                &r,
+                "skiplock_webhook_deliveries_total",
+                "Webhook deliveries, by outcome: ok, http_error, timeout, connect_error, refused, invalid_answer.",
+                &["outcome"],
+            ),
+            delivery_duration: histogram_vec(
+                &r,
+                "skiplock_webhook_delivery_duration_seconds",
+                "Time from sending a webhook delivery to having its answer.",
+                &["outcome"],
+                latency,
+            ),
+            batches_in_flight: {
+                let g = IntGauge::new(
+                    "skiplock_webhook_batches_in_flight",
+                    "Webhook batches being delivered by this node.",
+                )
+                .expect("a valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            queue_backlog: gauge_vec(
+                &r,
+                "skiplock_queue_backlog_messages",
+                "Messages not yet acked, per queue.",
+                &queue,
+            ),
+            queue_in_flight: gauge_vec(
+                &r,
+                "skiplock_queue_in_flight_messages",
+                "Messages under a live lease, per queue.",
+                &queue,
+            ),
+            queue_delayed: gauge_vec(
+                &r,
+                "skiplock_queue_delayed_messages",
+                "Messages waiting for a publish or retry delay, per queue.",
+                &queue,
+            ),
+            queue_oldest_age: gauge_vec(
+                &r,
+                "skiplock_queue_oldest_message_age_seconds",
+                "Age of the oldest message not yet acked, per queue.",
+                &queue,
+            ),
+            queue_dead_letter: gauge_vec(
+                &r,
+                "skiplock_queue_dead_letter_messages",
+                "Messages in the queue's dead-letter queue, per queue that has one.",
+                &queue,
+            ),
+            queue_series: {
+                let g = IntGauge::new(
+                    "skiplock_queue_series",
+                    "Queues with their own per-queue series; past the cap the rest are summed as _other.",
+                )
+                .expect("a valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            pool_connections: gauge_vec(
+                &r,
+                "skiplock_db_pool_connections",
+                "Database connections of this process, by state: in_use or idle.",
+                &["state"],
+            ),
+            registry: r,
+        }
+    }
+}
+
+impl Metrics {
+    /// The text exposition of every metric, the pool's gauges read now.
+    pub fn render(&self, pool: Option<&PgPool>) -> String {
+        if let Some(pool) = pool {
+            let idle = pool.num_idle() as i64;
+            self.pool_connections.with_label_values(&["idle"]).set(idle);
+            self.pool_connections.with_label_values(&["in_use"]).set(i64::from(pool.size()) - idle);
+        }
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding cannot fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}
+
+/// Counts and times every request under its route pattern (never the raw path, whose ids would
+/// explode the label set).
+pub fn observe_request<S, B>(
+    req: ServiceRequest,
+    srv: &S,
+) -> impl Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + 'static
+where
+    S: actix_web::dev::Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
+    S::Future: 'static,
+    B: MessageBody,
+{
+    let metrics = req.app_data::<web::Data<Arc<Metrics>>>().cloned();
+    let method = req.method().to_string();
+    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
+    let started = Instant::now();
+    let response = srv.call(req);
+    async move {
+        let response = response.await?;
+        if let Some(metrics) = metrics {
+            let status = format!("{}xx", response.status().as_u16() / 100);
+            metrics.http_requests.with_label_values(&[&method, &route, &status]).inc();
+            metrics.http_duration.with_label_values(&[&method, &route]).observe(started.elapsed().as_secs_f64());
+        }
+        Ok(response)
+    }
+}
+
+/// Serves `/metrics` on its own address, so it can be firewalled apart from the API.
+pub fn serve(
+    metrics: Arc<Metrics>,
+    pool: PgPool,
+    bind: std::net::SocketAddr,
+) -> std::io::Result<actix_web::dev::Server> {
+    let data = web::Data::new((metrics, pool));
+    Ok(HttpServer::new(move || {
+        App::new().app_data(data.clone()).route(
+            "/metrics",
+            web::get().to(|data: web::Data<(Arc<Metrics>, PgPool)>| async move {
+                HttpResponse::Ok()
+                    .content_type("text/plain; version=0.0.4; charset=utf-8")
+                    .body(data.0.render(Some(&data.1)))
+            }),
+        )
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(2)
+    .bind(bind)?
+    .run())
+}
+
+/// Sets the per-queue gauges from one query over every queue. The `max_series` queues with the largest
+/// backlog get their own series; the others are summed into `account="_other", queue="_other"` so that
+/// a large number of tenants cannot explode the number of series.
+pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: usize) -> Result<(), sqlx::Error> {
+    let mut states = crate::store::stats::queue_states(pool, None).await?;
+    let now = chrono::Utc::now();
+    let backlog_of: std::collections::HashMap<(crate::ids::AccountId, &str), i64> =
+        states.iter().map(|s| ((s.account_id, s.queue_name.as_str()), s.backlog_count)).collect();
+    let dead_letter: Vec<Option<i64>> = states
+        .iter()
+        .map(|s| {
+            backlog_of
+                .get(&(s.account_id, s.dead_letter_queue.as_str()))
+                .copied()
+                .filter(|_| !s.dead_letter_queue.is_empty())
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..states.len()).collect();
+    order.sort_by_key(|i| std::cmp::Reverse(states[*i].backlog_count));
+    let gauges = [
+        &metrics.queue_backlog,
+        &metrics.queue_in_flight,
+        &metrics.queue_delayed,
+        &metrics.queue_oldest_age,
+        &metrics.queue_dead_letter,
+    ];
+    for g in gauges {
+        g.reset();
+    }
+    let mut other = [0i64; 5];
+    let mut other_used = false;
+    for (rank, i) in order.iter().enumerate() {
+        let s = &states[*i];
+        let age = s.oldest.map_or(0, |t| (now - t).num_seconds().max(0));
+        let values = [s.backlog_count, s.in_flight_count, s.delayed_count, age, dead_letter[*i].unwrap_or(0)];
+        if rank < max_series {
+            let account = s.account_id.to_string();
+            for (k, g) in gauges.iter().enumerate() {
+                if k == 4 && dead_letter[*i].is_none() {
+                    continue;
+                }
+                g.with_label_values(&[&account, &s.queue_name]).set(values[k]);
+            }
+        } else {
+            other_used = true;
+            for k in 0..5 {
+                // Ages do not add up: the oldest message of the rest is their maximum.
+                other[k] = if k == 3 { other[k].max(values[k]) } else { other[k] + values[k] };
+            }
+        }
+    }
+    if other_used {
+        for (k, g) in gauges.iter().enumerate() {
+            g.with_label_values(&["_other", "_other"]).set(other[k]);
+        }
+    }
+    metrics.queue_series.set(states.len().min(max_series) as i64);
+    states.clear();
+    Ok(())
+}
+
+/// Refreshes the per-queue gauges every `every` until `stop`.
+pub async fn run_queue_gauges(
+    metrics: Arc<Metrics>,
+    pool: PgPool,
+    max_series: usize,
+    every: std::time::Duration,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
+            tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(every) => {}
+        }
+    }
+}

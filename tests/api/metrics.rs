@@ -1,0 +1,71 @@
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::helpers::{lease, spawn_app};
+
+/// The value of one series in a text exposition, by name and labels (`a="b"` pairs, in order).
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let key = if labels.is_empty() { name.to_owned() } else { format!("{name}{{{labels}}}") };
+    text.lines().find_map(|line| line.strip_prefix(&key).and_then(|rest| rest.trim().parse().ok()))
+}
+
+#[sqlx::test]
+async fn counters_and_gauges_follow_the_workload(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({"dead_letter_queue": "orders-dlq"})).await;
+    app.publish_texts(&q, &["a", "b", "c", "d", "e"]).await;
+    let pulled = app.pull(&q, json!({"batch_size": 3})).await;
+    app.ack(&q, &[lease(&pulled[0]), lease(&pulled[1])], json!([{"lease_id": lease(&pulled[2]), "delay_seconds": 60}]))
+        .await;
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 100).await.unwrap();
+
+    let text = app.metrics.render(Some(&pool));
+    assert_eq!(sample(&text, "skiplock_messages_published_total", ""), Some(5.0));
+    assert_eq!(sample(&text, "skiplock_messages_delivered_total", r#"consumer_type="http_pull""#), Some(3.0));
+    assert_eq!(sample(&text, "skiplock_messages_acked_total", r#"consumer_type="http_pull""#), Some(2.0));
+    assert_eq!(sample(&text, "skiplock_messages_retried_total", r#"consumer_type="http_pull""#), Some(1.0));
+    let queue = format!(r#"account="{}",queue="orders""#, app.account);
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &queue), Some(3.0));
+    assert_eq!(sample(&text, "skiplock_queue_in_flight_messages", &queue), Some(0.0));
+    assert_eq!(sample(&text, "skiplock_queue_delayed_messages", &queue), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &queue), Some(0.0));
+    assert!(sample(&text, "skiplock_queue_oldest_message_age_seconds", &queue).is_some());
+    let dlq = format!(r#"account="{}",queue="orders-dlq""#, app.account);
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &dlq), None, "a queue without one has no series");
+    let route =
+        r#"method="POST",route="/client/v4/accounts/{account_id}/queues/{queue_id}/messages/batch",status="2xx""#;
+    assert_eq!(sample(&text, "skiplock_http_requests_total", route), Some(1.0));
+    let pull = r#"method="POST",route="/client/v4/accounts/{account_id}/queues/{queue_id}/messages/pull""#;
+    assert_eq!(sample(&text, "skiplock_http_request_duration_seconds_count", pull), Some(1.0));
+    assert!(sample(&text, "skiplock_db_pool_connections", r#"state="idle""#).is_some());
+    assert!(text.contains("skiplock_build_info{version="));
+}
+
+#[sqlx::test]
+async fn queues_past_the_series_cap_are_summed_as_other(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    for (name, n) in [("big", 3), ("mid", 2), ("small", 1)] {
+        let q = app.create_queue(name).await;
+        let texts: Vec<&str> = (0..n).map(|_| "x").collect();
+        app.publish_texts(&q, &texts).await;
+    }
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 1).await.unwrap();
+    let text = app.metrics.render(None);
+    let big = format!(r#"account="{}",queue="big""#, app.account);
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &big), Some(3.0));
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", r#"account="_other",queue="_other""#), Some(3.0));
+    assert!(!text.contains(r#"queue="mid""#) && !text.contains(r#"queue="small""#));
+    assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(1.0));
+}
+
+#[sqlx::test]
+async fn every_answer_carries_a_request_id(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let resp = app.get("queues").await;
+    let id = resp.headers["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(id.len(), 32);
+    let client = reqwest::Client::new();
+    let echoed =
+        client.get(app.url("queues")).bearer_auth(&app.token).header("x-request-id", "trace-123").send().await.unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "trace-123");
+}

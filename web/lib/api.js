@@ -1,0 +1,142 @@
+// The skiplock /client/v4 API, as the dashboard uses it. Every failure becomes an ApiError with a
+// message a person can act on; the server's own message is kept.
+
+const BASE = '/client/v4';
+const TIMEOUT_MS = 15000;
+
+export class ApiError extends Error {
+  /** kind: network | timeout | unauthorized | forbidden | not_found | conflict | invalid | server */
+  constructor(kind, status, message, code) {
+    super(message);
+    this.name = 'ApiError';
+    this.kind = kind;
+    this.status = status;
+    this.code = code;
+  }
+}
+
+function kindOf(status) {
+  if (status === 401) return 'unauthorized';
+  if (status === 403) return 'forbidden';
+  if (status === 404) return 'not_found';
+  if (status === 409) return 'conflict';
+  if (status >= 400 && status < 500) return 'invalid';
+  return 'server';
+}
+
+/** What to tell the user about an error: the server's message, framed by what kind of failure it is. */
+export function describe(err) {
+  if (!(err instanceof ApiError)) return `Something went wrong in the dashboard: ${err && err.message ? err.message : err}`;
+  switch (err.kind) {
+    case 'network':
+      return 'Cannot reach the skiplock server. Check that it is running and that your network is up, then try again.';
+    case 'timeout':
+      return 'The skiplock server did not answer in time. Try again in a moment.';
+    case 'unauthorized':
+      return `The API token was refused: ${err.message}.`;
+    case 'forbidden':
+      return `Not allowed: ${err.message}.`;
+    case 'server':
+      return `The server failed (${err.status}): ${err.message}`;
+    default:
+      return err.message;
+  }
+}
+
+async function send(token, method, path, body) {
+  const headers = { Accept: 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const init = { method, headers, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' };
+  if (body !== undefined) {
+    headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  if (typeof AbortSignal !== 'undefined' && AbortSignal.timeout) init.signal = AbortSignal.timeout(TIMEOUT_MS);
+  let response;
+  try {
+    response = await fetch(BASE + path, init);
+  } catch (err) {
+    if (err && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
+      throw new ApiError('timeout', 0, 'the server did not answer in time');
+    }
+    throw new ApiError('network', 0, 'cannot reach the server');
+  }
+  let envelope = null;
+  try {
+    envelope = await response.json();
+  } catch {
+    envelope = null;
+  }
+  if (!envelope || typeof envelope !== 'object') {
+    if (response.ok) throw new ApiError('server', response.status, 'the server sent an answer that is not JSON');
+    throw new ApiError(kindOf(response.status), response.status, `HTTP ${response.status} ${response.statusText}`.trim());
+  }
+  if (!response.ok || envelope.success === false) {
+    const errors = Array.isArray(envelope.errors) ? envelope.errors : [];
+    const message = errors.map((e) => e && e.message).filter(Boolean).join('; ') || `HTTP ${response.status}`;
+    const code = errors[0] ? errors[0].code : undefined;
+    throw new ApiError(kindOf(response.status || 500), response.status, message, code);
+  }
+  return envelope;
+}
+
+/** Checks a token: resolves {id, status} or throws an ApiError. */
+export async function verifyToken(token) {
+  return (await send(token, 'GET', '/user/tokens/verify')).result;
+}
+
+/** Checks that the account exists for this token (403 is fine: the token may lack queues_read). */
+export async function checkAccount(token, accountId) {
+  try {
+    await send(token, 'GET', `/accounts/${accountId}/queues?per_page=1`);
+  } catch (err) {
+    if (err instanceof ApiError && err.kind === 'forbidden') return;
+    throw err;
+  }
+}
+
+/**
+ * A client for one signed-in session. `onUnauthorized(err)` runs when the server refuses the token
+ * (revoked while the page was open); the error is thrown as well.
+ */
+export function createClient({ accountId, token }, onUnauthorized) {
+  async function call(method, path, body) {
+    try {
+      return await send(token, method, path, body);
+    } catch (err) {
+      if (err instanceof ApiError && err.kind === 'unauthorized' && onUnauthorized) onUnauthorized(err);
+      throw err;
+    }
+  }
+  const acct = (p) => `/accounts/${accountId}${p}`;
+  const q = (queueId, p = '') => acct(`/queues/${encodeURIComponent(queueId)}${p}`);
+  const result = async (method, path, body) => (await call(method, path, body)).result;
+
+  return {
+    accountId,
+    // queues
+    listQueues: () => result('GET', acct('/queues?per_page=1000')),
+    getQueue: (id) => result('GET', q(id)),
+    createQueue: (queue_name, settings) => result('POST', acct('/queues'), settings ? { queue_name, settings } : { queue_name }),
+    updateQueue: (id, settings) => result('PATCH', q(id), { settings }),
+    deleteQueue: (id) => result('DELETE', q(id)),
+    purgeQueue: (id) => result('POST', q(id, '/purge'), { delete_messages_permanently: true }),
+    // stats (skiplock extension)
+    allStats: () => result('GET', acct('/stats/queues')),
+    queueStats: (id) => result('GET', q(id, '/stats')),
+    // consumers
+    listConsumers: (id) => result('GET', q(id, '/consumers')),
+    createConsumer: (id, body) => result('POST', q(id, '/consumers'), body),
+    updateConsumer: (id, cid, body) => result('PUT', q(id, `/consumers/${encodeURIComponent(cid)}`), body),
+    deleteConsumer: (id, cid) => result('DELETE', q(id, `/consumers/${encodeURIComponent(cid)}`)),
+    rotateSecret: (id, cid) => result('POST', q(id, `/consumers/${encodeURIComponent(cid)}/rotate_secret`)),
+    // messages
+    sendMessage: (id, message) => result('POST', q(id, '/messages'), message),
+    peek: (id, batch_size) => result('POST', q(id, '/messages/peek'), { batch_size }),
+    purgeMessages: (id, refs) => result('POST', q(id, '/messages/purge'), { refs: refs.map((ref) => ({ ref })) }),
+    // tokens
+    listTokens: () => result('GET', acct('/tokens')),
+    createToken: (name, scopes) => result('POST', acct('/tokens'), { name, scopes }),
+    revokeToken: (tokenId) => result('DELETE', acct(`/tokens/${encodeURIComponent(tokenId)}`)),
+  };
+}

@@ -1,0 +1,98 @@
+// Sign-in: account id + API token, checked against the server before anything else is shown.
+
+import { h, field, notice } from '../lib/dom.js';
+import { verifyToken, checkAccount, describe, ApiError } from '../lib/api.js';
+
+export function renderSignIn(root, ctx) {
+  const account = h('input', {
+    type: 'text', required: true, autocomplete: 'username', spellcheck: 'false', inputmode: 'text',
+    pattern: '[0-9a-fA-F]{32}', maxlength: '32', class: 'mono', placeholder: '32 hexadecimal characters',
+  });
+  const token = h('input', {
+    type: 'password', required: true, autocomplete: 'current-password', spellcheck: 'false', class: 'mono',
+    placeholder: 'skl_…',
+  });
+  const reveal = h('button', { type: 'button', class: 'btn btn-ghost btn-sm reveal', 'aria-pressed': 'false' }, 'Show');
+  reveal.addEventListener('click', () => {
+    const shown = token.type === 'text';
+    token.type = shown ? 'password' : 'text';
+    reveal.textContent = shown ? 'Show' : 'Hide';
+    reveal.setAttribute('aria-pressed', String(!shown));
+  });
+  const message = notice();
+  const submit = h('button', { type: 'submit', class: 'btn btn-primary btn-block' }, 'Sign in');
+
+  const tokenField = field('API token', token, { hint: 'Kept in this browser tab only, until you sign out or close it.' });
+  tokenField.querySelector('label').after(reveal);
+  tokenField.classList.add('field-with-action');
+
+  // No `name` attributes and no action: the form never submits anywhere by itself, so the token
+  // cannot end up in a URL.
+  const form = h('form', { class: 'signin-form', novalidate: true, 'aria-labelledby': 'signin-title' },
+    field('Account ID', account),
+    tokenField,
+    message.el,
+    submit);
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    message.clear();
+    const accountId = account.value.trim().toLowerCase();
+    const tokenText = token.value.trim();
+    if (!/^[0-9a-f]{32}$/.test(accountId)) {
+      message.show('The account ID is 32 hexadecimal characters (0-9, a-f), as printed by `skiplock account create`.');
+      account.setAttribute('aria-invalid', 'true');
+      account.focus();
+      return;
+    }
+    account.removeAttribute('aria-invalid');
+    if (!tokenText) {
+      message.show('Enter an API token.');
+      token.setAttribute('aria-invalid', 'true');
+      token.focus();
+      return;
+    }
+    token.removeAttribute('aria-invalid');
+    submit.disabled = true;
+    submit.textContent = 'Checking…';
+    try {
+      const verified = await verifyToken(tokenText);
+      try {
+        await checkAccount(tokenText, accountId);
+      } catch (err) {
+        if (err instanceof ApiError && err.kind === 'not_found') {
+          throw new ApiError('invalid', 404, 'This token does not belong to that account. Check the account ID.');
+        }
+        throw err;
+      }
+      if (ctx.signal.aborted) return;
+      ctx.onSignedIn({ accountId, token: tokenText, tokenId: verified && verified.id });
+    } catch (err) {
+      if (ctx.signal.aborted) return;
+      submit.disabled = false;
+      submit.textContent = 'Sign in';
+      if (err instanceof ApiError && err.kind === 'unauthorized') {
+        message.show(`This API token is not valid: ${err.message}. Check that you copied all of it, and that it has not been revoked.`);
+        token.setAttribute('aria-invalid', 'true');
+        token.focus();
+        token.select();
+      } else {
+        message.show(describe(err));
+      }
+    }
+  });
+
+  const intro = ctx.message ? notice() : null;
+  if (intro) intro.show(ctx.message.text, ctx.message.kind);
+
+  root.append(h('section', { class: 'signin' },
+    h('div', { class: 'signin-card' },
+      h('div', { class: 'signin-brand' }, h('img', { src: '/logo.svg', alt: '', width: '32', height: '32' }), h('span', null, 'skiplock')),
+      h('h1', { id: 'signin-title', class: 'signin-title' }, 'Sign in to the dashboard'),
+      h('p', { class: 'muted' }, 'Use your account ID and an API token. An operator creates both with ',
+        h('code', null, 'skiplock account create --name NAME'), '.'),
+      intro && intro.el,
+      form)));
+  account.focus();
+  return null;
+}
