@@ -45,7 +45,8 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 	touch $@
 
 test: venv
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@scripts/test-deps.sh
+	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --quiet -- --test-threads=6
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (README: Benchmarks).

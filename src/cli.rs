@@ -79,7 +79,6 @@ enum TokenCommand {
 }
 
 const ACTIVITY_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-const QUEUE_GAUGES_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::from_env()?;
@@ -106,7 +105,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 metrics.clone(),
                 pool.clone(),
                 settings.metrics_max_queues,
-                QUEUE_GAUGES_EVERY,
+                settings.queue_gauges_every,
                 stop.clone(),
             ));
             let flusher = activity.clone();

@@ -16,6 +16,7 @@ Environment:
   SKIPLOCK_WEBHOOK_TIMEOUT_MS   how long a webhook receiver has to answer [default: 30000]
   SKIPLOCK_METRICS_MAX_QUEUES   queues with their own /metrics series; the rest are summed
                                 as queue=_other                       [default: 500]
+  SKIPLOCK_QUEUE_GAUGES_EVERY_MS how often the per-queue gauges are recomputed [default: 10000]
   SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
   SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
@@ -28,6 +29,7 @@ pub struct Settings {
     pub webhook_allow_cidrs: Vec<IpNet>,
     pub webhook_timeout: Duration,
     pub metrics_max_queues: usize,
+    pub queue_gauges_every: Duration,
     pub db_pool_size: u32,
     pub log_filter: String,
     pub log_json: bool,
@@ -82,6 +84,17 @@ impl Settings {
         let metrics_max_queues = max_raw.parse::<usize>().ok().filter(|n| *n <= 100_000).ok_or_else(|| {
             ConfigError(format!("SKIPLOCK_METRICS_MAX_QUEUES={max_raw:?} must be a number from 0 to 100000"))
         })?;
+        let every_raw = get("SKIPLOCK_QUEUE_GAUGES_EVERY_MS").unwrap_or_else(|| "10000".into());
+        let queue_gauges_every = every_raw
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| (100..=3_600_000).contains(ms))
+            .map(Duration::from_millis)
+            .ok_or_else(|| {
+                ConfigError(format!(
+                    "SKIPLOCK_QUEUE_GAUGES_EVERY_MS={every_raw:?} must be milliseconds from 100 to 3600000"
+                ))
+            })?;
         let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
             None | Some("text") => false,
             Some("json") => true,
@@ -97,6 +110,7 @@ impl Settings {
             webhook_allow_cidrs,
             webhook_timeout,
             metrics_max_queues,
+            queue_gauges_every,
             db_pool_size,
             log_filter,
             log_json,

@@ -10,6 +10,7 @@ mod messages_ack;
 mod messages_publish;
 mod messages_pull;
 mod metrics;
+mod operations;
 mod peek_purge;
 mod queues;
 mod receiver;

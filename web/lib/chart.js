@@ -83,14 +83,15 @@ export function lineChart({ label, series, format = String, unit = '', minMax = 
       grid.append(h('svg:line', { x1: MARGIN.left, x2: MARGIN.left + plotW, y1: yy, y2: yy }));
       grid.append(h('svg:text', { x: MARGIN.left - 8, y: yy + 4, 'text-anchor': 'end', class: 'chart-tick' }, format(v)));
     }
-    // x ticks on whole minutes, about five of them
+    // x ticks on whole minutes, as many as fit (a label needs about 70 px)
     const span = x1 - x0;
-    const stepMin = Math.max(1, Math.ceil(span / 60000 / 5));
+    const fit = Math.max(2, Math.floor(plotW / 70));
+    const stepMin = [1, 2, 5, 10, 15, 30, 60].find((m) => span / (m * 60000) <= fit) || 60;
     const stepMs = stepMin * 60000;
     for (let t = Math.ceil(x0 / stepMs) * stepMs; t <= x1; t += stepMs) {
       const xx = Math.round(sx(t)) + 0.5;
       grid.append(h('svg:line', { x1: xx, x2: xx, y1: MARGIN.top + plotH, y2: MARGIN.top + plotH + 4, class: 'chart-xtick' }));
-      const text = new Date(t).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      const text = new Date(t).toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' });
       grid.append(h('svg:text', { x: xx, y: height - 6, 'text-anchor': 'middle', class: 'chart-tick' }, text));
     }
     grid.append(h('svg:line', { x1: MARGIN.left, x2: MARGIN.left + plotW, y1: MARGIN.top + plotH + 0.5, y2: MARGIN.top + plotH + 0.5, class: 'chart-axis' }));

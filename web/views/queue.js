@@ -1,7 +1,7 @@
 // One queue: live counts and activity chart, settings (edit, pause/resume), its consumer, test
 // messages, peek, purge, delete; a dead-letter queue shows where its messages came from.
 
-import { h, field, notice, num, bytes, age, badge, busy, duration, date, confirmDialog, secretBox } from '../lib/dom.js';
+import { h, append, field, notice, num, bytes, age, badge, busy, duration, date, confirmDialog, secretBox } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
 import { lineChart } from '../lib/chart.js';
 
@@ -614,7 +614,7 @@ export function renderQueue(root, ctx, queueId) {
         if (!ctx.signal.aborted) consumerMsg.show(describe(err));
       }
     });
-    consumerBody.append(
+    append(consumerBody, [
       secret ? secretBox({
         title: secret.title,
         label: 'Signing secret',
@@ -622,7 +622,7 @@ export function renderQueue(root, ctx, queueId) {
         note: 'Copy it now: it is shown only once. Your webhook receiver verifies signatures with it.',
       }) : null,
       h('dl', { class: 'props' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
-      h('div', { class: 'form-actions' }, edit, rotate, remove));
+      h('div', { class: 'form-actions' }, edit, rotate, remove)]);
   }
 
   // ---- settings ----
