@@ -78,8 +78,12 @@ pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
         publishes.spawn(async move {
             arrivals.lock().unwrap().sent[seq] = Some(Instant::now());
             let body = json!({"body": seq.to_string(), "content_type": "text"});
-            if env.post(&format!("queues/{queue_id}/messages"), &body).await.is_err() {
-                *failures.lock().unwrap() += 1;
+            if let Err(err) = env.post(&format!("queues/{queue_id}/messages"), &body).await {
+                let mut failures = failures.lock().unwrap();
+                if *failures < 3 {
+                    eprintln!("publish failed: {err:#}");
+                }
+                *failures += 1;
             }
         });
         while publishes.try_join_next().is_some() {}

@@ -24,8 +24,10 @@ pub enum ApiError {
     /// A conflict that may clear by itself (a paused queue).
     #[error("{0}")]
     ConflictRetryable(String, u32),
+    /// The database cannot be reached or is shutting down, or a transaction lost a conflict:
+    /// nothing was applied and a retry will do.
     #[error("the database is unavailable; retry shortly")]
-    Unavailable(#[source] sqlx::Error),
+    Unavailable(String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -81,24 +83,40 @@ impl ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(err: sqlx::Error) -> Self {
-        let sqlstate = match &err {
+        Self::from_database(&err)
+    }
+}
+
+impl From<crate::publisher::PublishError> for ApiError {
+    fn from(err: crate::publisher::PublishError) -> Self {
+        match err {
+            crate::publisher::PublishError::Database(db) => Self::from_database(&db),
+            crate::publisher::PublishError::Stopped => Self::Unavailable("the service is shutting down".into()),
+        }
+    }
+}
+
+impl ApiError {
+    pub fn from_database(err: &sqlx::Error) -> Self {
+        let sqlstate = match err {
             sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
             _ => None,
         };
-        match (&err, sqlstate.as_deref()) {
+        let unavailable = || Self::Unavailable(err.to_string());
+        match (err, sqlstate.as_deref()) {
             (
                 sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed,
                 _,
-            ) => Self::Unavailable(err),
+            ) => unavailable(),
             // Serialization failures and deadlocks: nothing was applied and a retry will succeed.
-            (_, Some("40001" | "40P01")) => Self::Unavailable(err),
+            (_, Some("40001" | "40P01")) => unavailable(),
             // The database shutting down or starting (admin_shutdown, crash_shutdown, cannot_connect_now).
-            (_, Some("57P01" | "57P02" | "57P03")) => Self::Unavailable(err),
+            (_, Some("57P01" | "57P02" | "57P03")) => unavailable(),
             // Text PostgreSQL cannot store, such as a NUL character.
             (_, Some("22021" | "22P05")) => {
                 Self::bad_request("text in the request cannot be stored: NUL characters are not allowed")
             }
-            _ => Self::Internal(err.into()),
+            _ => Self::Internal(anyhow::anyhow!("database error: {err}")),
         }
     }
 }

@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod api;
 pub mod auth;
+pub mod backlog;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod ids;
 pub mod maintenance;
 pub mod metrics;
+pub mod publisher;
 pub mod queue;
 pub mod startup;
 pub mod state;

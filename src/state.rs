@@ -6,6 +6,8 @@ use sqlx::PgPool;
 
 use crate::activity::Activity;
 use crate::auth::Verifier;
+use crate::backlog::BacklogCache;
+use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 
 pub struct AppState {
@@ -13,11 +15,23 @@ pub struct AppState {
     pub verifier: Verifier,
     pub signer: Signer,
     pub activity: Arc<Activity>,
+    pub publisher: Publisher,
+    pub backlog: BacklogCache,
 }
+
+/// Writers storing publishes, each batching what waits into one commit.
+const PUBLISH_WRITERS: usize = 4;
 
 impl AppState {
     pub async fn load(pool: PgPool, activity: Arc<Activity>) -> Result<Self, sqlx::Error> {
         let key = crate::store::server_key(&pool).await?;
-        Ok(Self { verifier: Verifier::new(pool.clone()), signer: Signer::new(key), pool, activity })
+        Ok(Self {
+            verifier: Verifier::new(pool.clone()),
+            signer: Signer::new(key),
+            publisher: Publisher::start(pool.clone(), PUBLISH_WRITERS),
+            backlog: BacklogCache::default(),
+            pool,
+            activity,
+        })
     }
 }

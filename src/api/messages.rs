@@ -54,7 +54,7 @@ async fn store_batch(
     messages: &[(String, &PublishMessage)],
     batch_delay: Option<i64>,
 ) -> ApiResult<HttpResponse> {
-    let queue = find_queue(state, account, raw_queue).await?;
+    let queue = queue_id(raw_queue)?;
     let batch_delay = batch_delay.map(|d| check_delay("delay_seconds", d)).transpose()?;
     let prepared = messages
         .iter()
@@ -65,16 +65,18 @@ async fn store_batch(
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
             };
-            message::prepare(input, batch_delay, queue.delivery_delay.into())
+            message::prepare(input, batch_delay)
         })
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared)?;
-    if !store::messages::publish(&state.pool, queue.id, &prepared).await? {
+    let (count, bytes) = (prepared.len(), prepared.iter().map(|m| m.body.len()).sum());
+    if !state.publisher.publish(account, queue, prepared).await? {
         return Err(ApiError::queue_not_found());
     }
-    state.activity.published(queue.id, prepared.len());
+    state.activity.published(queue, count);
+    state.backlog.added(queue, count, bytes, chrono::Utc::now());
     // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
-    let metrics = match store::queues::backlog(&state.pool, queue.id).await {
+    let metrics = match state.backlog.get(&state.pool, queue).await {
         Ok(backlog) => metrics_json(&backlog),
         Err(err) => {
             tracing::warn!(error = %err, "backlog metrics after publish failed");
@@ -191,13 +193,16 @@ pub async fn pull(
         let want = limit - leased.len() as i64;
         let claim = store::messages::claim(&state.pool, spec, None, want, visibility).await?;
         state.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
+        if claim.exhausted > 0 {
+            state.backlog.forget(target.queue_id);
+        }
         leased.extend(claim.messages);
         if claim.exhausted == 0 || leased.len() as i64 >= limit {
             break;
         }
     }
     state.activity.delivered(ConsumerKind::HttpPull, leased.len());
-    let backlog = store::queues::backlog(&state.pool, target.queue_id).await?;
+    let backlog = state.backlog.get(&state.pool, target.queue_id).await?;
     let messages: Vec<Value> = leased
         .iter()
         .map(|m| {
@@ -300,6 +305,7 @@ pub async fn ack(
     if !acked.is_empty() {
         let gone = store::messages::delete(&state.pool, queue, &acked).await?;
         state.activity.acked(queue, ConsumerKind::HttpPull, gone.len());
+        state.backlog.forget(queue);
     }
     let mut retry_count = 0;
     if !retries.is_empty() {
@@ -308,6 +314,9 @@ pub async fn ack(
         let done = store::messages::retry(&state.pool, spec, &batch).await?;
         state.activity.retried(ConsumerKind::HttpPull, done.retried.len());
         state.activity.exhausted(done.exhausted.len(), spec.dead_letter_queue.is_some());
+        if !done.exhausted.is_empty() {
+            state.backlog.forget(queue);
+        }
         let applied: HashSet<MessageId> = done.retried.into_iter().chain(done.exhausted).collect();
         for (r, lease_id) in &retries {
             if applied.contains(&r.id) {
@@ -387,6 +396,7 @@ pub async fn purge(
     }
     let ids: Vec<MessageId> = wanted.iter().map(|(id, _)| *id).collect();
     let deleted: HashSet<MessageId> = store::messages::delete(&state.pool, queue.id, &ids).await?.into_iter().collect();
+    state.backlog.forget(queue.id);
     for (id, reference) in wanted {
         if !deleted.contains(&id) {
             warnings.insert(reference.to_owned(), "the message is no longer in the queue");

@@ -147,6 +147,7 @@ pub async fn delete(
     if !store::queues::delete(&state.pool, auth.account_id(), id).await? {
         return Err(ApiError::queue_not_found());
     }
+    state.backlog.forget(id);
     Ok(ok(json!({})))
 }
 
@@ -179,6 +180,7 @@ pub async fn purge(
     }
     let queue =
         store::queues::purge(&state.pool, auth.account_id(), id).await?.ok_or_else(ApiError::queue_not_found)?;
+    state.backlog.forget(id);
     Ok(ok(view(&state, &queue).await?))
 }
 

@@ -58,12 +58,13 @@ impl ContentType {
     }
 }
 
-/// A message ready to store: its bytes, content type and resolved delay.
+/// A message ready to store: its bytes, content type and delay (`None`: the queue's delivery delay,
+/// applied where the queue's settings are read, in the same statement that stores the message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
     pub content_type: ContentType,
     pub body: Vec<u8>,
-    pub delay_seconds: i64,
+    pub delay_seconds: Option<i64>,
 }
 
 /// One message as published. `field` names it in error messages (`messages[3]`, say).
@@ -75,8 +76,8 @@ pub struct PublishInput<'a> {
 }
 
 /// Turns a published message into stored bytes, applying the size limit and delay precedence:
-/// the message's delay, else the batch's, else the queue's.
-pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, queue_delay: i64) -> Result<NewMessage, Invalid> {
+/// the message's delay, else the batch's, else (None) the queue's.
+pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewMessage, Invalid> {
     let field = input.field;
     let content_type = ContentType::parse(&format!("{field}.content_type"), input.content_type)?;
     let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
@@ -98,8 +99,8 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, queue_delay: i
         });
     }
     let delay_seconds = match input.delay_seconds {
-        Some(d) => check_delay(&format!("{field}.delay_seconds"), d)?,
-        None => batch_delay.unwrap_or(queue_delay),
+        Some(d) => Some(check_delay(&format!("{field}.delay_seconds"), d)?),
+        None => batch_delay,
     };
     Ok(NewMessage { content_type, body: bytes, delay_seconds })
 }
@@ -153,37 +154,37 @@ mod tests {
     #[test]
     fn delay_precedence_is_message_then_batch_then_queue() {
         let body = json!(1);
-        assert_eq!(prepare(input(&body, None, Some(3)), Some(5), 7).unwrap().delay_seconds, 3);
-        assert_eq!(prepare(input(&body, None, None), Some(5), 7).unwrap().delay_seconds, 5);
-        assert_eq!(prepare(input(&body, None, None), None, 7).unwrap().delay_seconds, 7);
-        assert_eq!(prepare(input(&body, None, Some(0)), Some(5), 7).unwrap().delay_seconds, 0);
+        assert_eq!(prepare(input(&body, None, Some(3)), Some(5)).unwrap().delay_seconds, Some(3));
+        assert_eq!(prepare(input(&body, None, None), Some(5)).unwrap().delay_seconds, Some(5));
+        assert_eq!(prepare(input(&body, None, None), None).unwrap().delay_seconds, None, "the queue's");
+        assert_eq!(prepare(input(&body, None, Some(0)), Some(5)).unwrap().delay_seconds, Some(0));
     }
 
     #[test]
     fn bodies_are_stored_by_content_type() {
         let text = json!("héllo");
-        assert_eq!(prepare(input(&text, Some("text"), None), None, 0).unwrap().body, "héllo".as_bytes());
+        assert_eq!(prepare(input(&text, Some("text"), None), None).unwrap().body, "héllo".as_bytes());
         let b64 = json!("AAEC");
-        assert_eq!(prepare(input(&b64, Some("bytes"), None), None, 0).unwrap().body, vec![0, 1, 2]);
+        assert_eq!(prepare(input(&b64, Some("bytes"), None), None).unwrap().body, vec![0, 1, 2]);
         let obj = json!({"a": 1});
-        assert_eq!(prepare(input(&obj, None, None), None, 0).unwrap().body, br#"{"a":1}"#);
+        assert_eq!(prepare(input(&obj, None, None), None).unwrap().body, br#"{"a":1}"#);
     }
 
     #[test]
     fn wrong_bodies_and_delays_are_refused() {
         let obj = json!({"a": 1});
-        assert!(prepare(input(&obj, Some("text"), None), None, 0).is_err());
+        assert!(prepare(input(&obj, Some("text"), None), None).is_err());
         let bad = json!("not base64!");
-        assert!(prepare(input(&bad, Some("bytes"), None), None, 0).is_err());
-        let err = prepare(input(&obj, None, Some(43_201)), None, 0).unwrap_err();
+        assert!(prepare(input(&bad, Some("bytes"), None), None).is_err());
+        let err = prepare(input(&obj, None, Some(43_201)), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::Delay);
-        assert!(prepare(input(&obj, Some("v8"), None), None, 0).unwrap_err().message.contains("v8"));
+        assert!(prepare(input(&obj, Some("v8"), None), None).unwrap_err().message.contains("v8"));
     }
 
     #[test]
     fn oversized_messages_are_refused() {
         let big = Value::String("x".repeat(MAX_MESSAGE_BYTES + 1));
-        let err = prepare(input(&big, Some("text"), None), None, 0).unwrap_err();
+        let err = prepare(input(&big, Some("text"), None), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::MessageTooLarge);
     }
 }

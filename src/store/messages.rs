@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
-use crate::ids::{ConsumerId, MessageId, QueueId};
+use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
 
 /// A message handed out by a claim or a peek.
@@ -40,34 +40,65 @@ macro_rules! dead_letter_ctes {
     };
 }
 
-/// Stores a batch in one statement; the commit (synchronous) is what makes a 2xx durable. Returns
-/// false, storing nothing, when the queue was deleted meanwhile.
-pub async fn publish(db: impl PgExecutor<'_>, queue: QueueId, batch: &[NewMessage]) -> Result<bool, sqlx::Error> {
-    let ids: Vec<MessageId> = batch.iter().map(|_| MessageId::new()).collect();
-    let types: Vec<i16> = batch.iter().map(|m| m.content_type.code()).collect();
-    let bodies: Vec<&[u8]> = batch.iter().map(|m| m.body.as_slice()).collect();
-    let delays: Vec<i64> = batch.iter().map(|m| m.delay_seconds).collect();
-    let sizes: Vec<i32> = batch.iter().map(|m| m.body.len() as i32).collect();
-    let stored = sqlx::query(
-        "with queue as (select id from queues where id = $1 for key share),
+/// A publish of one or more messages to one queue, as the group-commit writer collects them.
+pub struct Publish<'a> {
+    pub account: AccountId,
+    pub queue: QueueId,
+    pub messages: &'a [NewMessage],
+}
+
+/// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
+/// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
+/// deleted meanwhile, or never was) stores nothing; the queues that did take their messages are returned.
+/// Each queue's row is share-locked, so a concurrent queue deletion waits and then deletes them too.
+/// The commit (synchronous) is what makes a 2xx durable; dispatchers are woken once per queue.
+pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Vec<QueueId>, sqlx::Error> {
+    let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
+    let mut ids = Vec::with_capacity(total);
+    let (mut accounts, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut types, mut bodies, mut delays, mut sizes) =
+        (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
+    for p in publishes {
+        for m in p.messages {
+            ids.push(MessageId::new());
+            accounts.push(p.account);
+            queues.push(p.queue);
+            types.push(m.content_type.code());
+            bodies.push(m.body.as_slice());
+            delays.push(m.delay_seconds);
+            sizes.push(m.body.len() as i32);
+        }
+    }
+    sqlx::query_scalar(
+        "with input as (
+             select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int2[], $5::bytea[], $6::int8[], $7::int4[])
+                 as t(id, account_id, queue_id, content_type, body, delay, size)),
+         live as (
+             select q.id, q.delivery_delay from queues q
+             where (q.id, q.account_id) in (select distinct queue_id, account_id from input)
+             for key share),
+         accepted as (
+             select i.*, l.delivery_delay from input i join live l on l.id = i.queue_id),
          bodies as (
-             insert into message_bodies (id, content_type, body)
-             select t.* from unnest($2::uuid[], $3::int2[], $4::bytea[]) as t where exists (select 1 from queue))
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select t.id, queue.id, now() + make_interval(secs => t.delay), t.size, now()
-         from unnest($2::uuid[], $5::int8[], $6::int4[]) as t(id, delay, size), queue,
-              -- One wake-up per batch for the dispatchers, sent when the insert commits.
-              (select pg_notify('skiplock_messages', $1::text)) as wake",
+             insert into message_bodies (id, content_type, body) select id, content_type, body from accepted),
+         inserted as (
+             insert into messages (id, queue_id, available_at, size, published_at)
+             select id, queue_id, now() + make_interval(secs => coalesce(delay, delivery_delay)), size, now()
+             from accepted
+             returning queue_id)
+         select d.queue_id
+         from (select distinct queue_id from inserted) d,
+              lateral (select pg_notify('skiplock_messages', d.queue_id::text)) as wake",
     )
-    .bind(queue)
     .bind(&ids)
+    .bind(&accounts)
+    .bind(&queues)
     .bind(&types)
     .bind(&bodies)
     .bind(&delays)
     .bind(&sizes)
-    .execute(db)
-    .await?;
-    Ok(stored.rows_affected() > 0)
+    .fetch_all(db)
+    .await
 }
 
 /// The outcome of one claim: the leased messages, and how many exhausted ones were dead-lettered or

@@ -28,7 +28,7 @@ export function renderTokens(root, ctx) {
   const created = h('div');
   const form = h('form', { class: 'stack', novalidate: true, 'aria-labelledby': 'create-token-title' },
     h('h2', { id: 'create-token-title' }, 'Create a token'),
-    field('Token name', name, { hint: 'What uses it, so you know what breaks if you revoke it.' }),
+    h('div', { class: 'narrow' }, field('Token name', name, { hint: 'What uses it, so you know what breaks if you revoke it.' })),
     scopeSet,
     h('p', { class: 'muted small' }, 'Pulling and acking messages needs both queue scopes. A token can only grant scopes it holds itself.'),
     h('div', { class: 'form-actions' }, createBtn),

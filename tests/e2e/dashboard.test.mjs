@@ -1,0 +1,470 @@
+// End-to-end test of the skiplock dashboard (web/) in headless Chromium, through playwright-core.
+//
+// It needs a running skiplock server and a token with every scope in that server's account:
+//
+//   bash tests/e2e/setup.sh          # once: Chromium (Debian package, as root) + npm ci
+//   SKIPLOCK_URL=http://127.0.0.1:8787 \
+//   SKIPLOCK_TOKEN=skl_... \
+//   SKIPLOCK_ACCOUNT=0123456789abcdef0123456789abcdef \
+//     node --test --test-concurrency=1 tests/e2e/
+//
+// (`skiplock account create --name e2e` prints the account id and such a token.) Optional:
+// SKIPLOCK_E2E_ARTIFACTS (default tests/e2e/artifacts) for the screenshots, CHROMIUM (default
+// /usr/bin/chromium). The test creates its own queues and tokens, named e2e-*, and removes them.
+//
+// Every check waits for a visible condition (no fixed sleeps) and fails the test when it is not
+// met in time. Every page also fails the test on any console error or uncaught exception, except
+// the network errors a test provokes on purpose (a refused token, a missing scope, a dead server).
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const BASE = (process.env.SKIPLOCK_URL || '').replace(/\/+$/, '');
+const TOKEN = process.env.SKIPLOCK_TOKEN || '';
+const ACCOUNT = process.env.SKIPLOCK_ACCOUNT || '';
+const ARTIFACTS = process.env.SKIPLOCK_E2E_ARTIFACTS || path.join(here, 'artifacts');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const LAUNCH_ARGS = [
+  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const WAIT = 15000; // ms for any one visible condition
+
+const RUN = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
+
+let browser;
+
+before(async () => {
+  const missing = ['SKIPLOCK_URL', 'SKIPLOCK_TOKEN', 'SKIPLOCK_ACCOUNT'].filter((k) => !process.env[k]);
+  assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/dashboard.test.mjs`);
+  assert.match(ACCOUNT, /^[0-9a-f]{32}$/, 'SKIPLOCK_ACCOUNT must be a 32-character hex account id');
+  await mkdir(ARTIFACTS, { recursive: true });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: LAUNCH_ARGS });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+});
+
+// ---- helpers ------------------------------------------------------------------------------------
+
+/** Calls the API directly (setup and cross-checks), with the all-scopes token unless told otherwise. */
+async function api(method, apiPath, body, token = TOKEN) {
+  const res = await fetch(`${BASE}/client/v4${apiPath}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const json = await res.json();
+  return { status: res.status, json };
+}
+
+/**
+ * A fresh browser context and page that records console errors, uncaught exceptions and every URL
+ * it requests or navigates to. `allowed` lists console errors the test provokes on purpose.
+ */
+async function openPage({ viewport = DESKTOP, clipboard = false } = {}) {
+  const context = await browser.newContext({ viewport, deviceScaleFactor: 1, locale: 'en-US', timezoneId: 'UTC' });
+  if (clipboard) await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
+  const page = await context.newPage();
+  page.setDefaultTimeout(WAIT);
+  const log = { errors: [], messages: [], urls: [] };
+  page.on('console', (m) => {
+    log.messages.push(`${m.type()}: ${m.text()}`);
+    if (m.type() === 'error') log.errors.push(m.text());
+  });
+  page.on('pageerror', (e) => log.errors.push(`uncaught exception: ${e.message}`));
+  page.on('request', (r) => log.urls.push(r.url()));
+  page.on('framenavigated', (f) => log.urls.push(f.url()));
+  return { context, page, log };
+}
+
+/** Fails unless every console error matches one of `allowed` (regexps). */
+function assertNoConsoleErrors(log, allowed = []) {
+  const unexpected = log.errors.filter((text) => !allowed.some((re) => re.test(text)));
+  assert.deepEqual(unexpected, [], `console errors:\n${unexpected.join('\n')}`);
+}
+
+/** Fails if a secret ever showed up in a URL or in the console. */
+function assertNotLeaked(log, secret) {
+  const short = secret.slice(-16);
+  assert.ok(!log.urls.some((u) => u.includes(short)), 'the token appeared in a URL');
+  assert.ok(!log.messages.some((m) => m.includes(short)), 'the token appeared in the console');
+}
+
+/** Waits until the locator's text matches (a RegExp) or equals (a string, trimmed). */
+async function waitForText(locator, expected, timeout = WAIT) {
+  const ok = (text) => (expected instanceof RegExp ? expected.test(text) : text.trim() === expected);
+  const deadline = Date.now() + timeout;
+  let last = '';
+  for (;;) {
+    try {
+      last = (await locator.first().textContent({ timeout: Math.max(1, deadline - Date.now()) })) ?? '';
+      if (ok(last)) return last;
+    } catch {
+      // not there yet
+    }
+    if (Date.now() > deadline) {
+      assert.fail(`waited ${timeout} ms for ${locator} to read ${expected}; it reads ${JSON.stringify(last.trim())}`);
+    }
+    await locator.page().waitForTimeout(100); // polling interval, not a fixed wait for a result
+  }
+}
+
+async function shot(page, name, options = {}) {
+  await page.screenshot({ path: path.join(ARTIFACTS, name), ...options });
+}
+
+async function signIn(page, token = TOKEN, account = ACCOUNT) {
+  await page.goto(`${BASE}/`);
+  await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+  await page.getByLabel('Account ID').fill(account);
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+async function confirm(page, button) {
+  const dialog = page.getByRole('dialog');
+  await dialog.waitFor();
+  await dialog.getByRole('button', { name: button }).click();
+  await dialog.waitFor({ state: 'detached' });
+}
+
+const tile = (page, label) => page.getByRole('group', { name: label }).locator('.tile-value');
+
+// ---- tests --------------------------------------------------------------------------------------
+
+test('a wrong token shows a clear message and nothing else', async () => {
+  const { context, page, log } = await openPage();
+  try {
+    const wrong = `skl_${'0'.repeat(32)}_thisIsNotARealTokenSecretValue0000000000`;
+    await signIn(page, wrong);
+    const alert = page.getByRole('alert');
+    await waitForText(alert, /This API token is not valid: invalid or revoked API token/);
+    await shot(page, 'signin-wrong-token.png');
+    // Nothing but the sign-in form: no navigation, no queue data, no stored session.
+    assert.equal(await page.getByRole('navigation', { name: 'Main' }).isVisible(), false);
+    assert.equal(await page.getByRole('heading', { name: 'Queues' }).count(), 0);
+    assert.equal(await page.getByRole('table').count(), 0);
+    assert.equal(await page.evaluate(() => sessionStorage.length + localStorage.length), 0);
+    assert.equal(await page.evaluate(() => document.cookie), '');
+    assertNotLeaked(log, wrong);
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 401/]);
+
+    // A valid token with an account id it does not belong to: told, and still signed out.
+    await page.getByLabel('Account ID').fill('0123456789abcdef0123456789abcdef');
+    await page.getByLabel('API token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(page.getByRole('alert'), /does not belong to that account/);
+    assert.equal(await page.getByRole('navigation', { name: 'Main' }).isVisible(), false);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+
+    // A malformed account id is caught before anything is sent.
+    await page.getByLabel('Account ID').fill('not-an-account');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await waitForText(page.getByRole('alert'), /32 hexadecimal characters/);
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of (401|404)/]);
+  } finally {
+    await context.close();
+  }
+});
+
+test('sign in, create a queue, send, watch the backlog, peek, purge, manage tokens, sign out', async (t) => {
+  const { context, page, log } = await openPage({ clipboard: true });
+  const queueName = `e2e-${RUN}`;
+  const dlqName = `e2e-${RUN}-dlq`;
+  const tokenName = `e2e-token-${RUN}`;
+  try {
+    await t.test('sign in', async () => {
+      await signIn(page);
+      await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+      await page.getByRole('navigation', { name: 'Main' }).waitFor();
+      const stored = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
+      assert.deepEqual(stored, { session: 1, local: 0, cookie: '' });
+      assert.ok(!page.url().includes(TOKEN.slice(-16)));
+    });
+
+    let queueUrl;
+    await t.test('create a queue', async () => {
+      await page.getByLabel('New queue name').fill(queueName);
+      await page.getByRole('button', { name: 'Create queue' }).click();
+      await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
+      queueUrl = page.url();
+      assert.match(queueUrl, /#\/queues\/[0-9a-f]{32}$/);
+      await waitForText(tile(page, 'Backlog'), '0');
+      await waitForText(page.getByText(/^Delivering$/), 'Delivering');
+      await waitForText(page.locator('.toast-text'), `Queue ${queueName} created.`);
+    });
+
+    await t.test('send messages and see the backlog change', async () => {
+      await page.getByLabel('Content type').selectOption('text');
+      await page.getByLabel('Message body').fill('hello from the e2e test');
+      await page.getByRole('button', { name: 'Send message' }).click();
+      await waitForText(page.getByRole('status').filter({ hasText: 'Message sent' }), /The queue now holds 1 message\./);
+      await waitForText(tile(page, 'Backlog'), '1');
+
+      await page.getByLabel('Content type').selectOption('json');
+      await page.getByLabel('Message body').fill('{"order": 42, "items": ["tea"]}');
+      await page.getByRole('button', { name: 'Send message' }).click();
+      await waitForText(page.getByRole('status').filter({ hasText: 'Message sent' }), /holds 2 messages/);
+      await waitForText(tile(page, 'Backlog'), '2');
+
+      // Invalid JSON is refused in the page, with a message, and nothing is sent.
+      await page.getByLabel('Message body').fill('{not json');
+      await page.getByRole('button', { name: 'Send message' }).click();
+      await waitForText(page.getByRole('alert').filter({ hasText: 'not valid JSON' }), /The body is not valid JSON/);
+      await waitForText(tile(page, 'Backlog'), '2');
+    });
+
+    await t.test('the queue list shows the backlog', async () => {
+      await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
+      const row = page.locator('tr', { has: page.getByRole('link', { name: queueName, exact: true }) });
+      await waitForText(row.locator('td[data-label="Backlog"]'), /^2\b/);
+      await waitForText(row.locator('td[data-label="Oldest message"]'), /\d+ s|min/);
+      await shot(page, 'queues-desktop.png');
+      await row.getByRole('link', { name: queueName, exact: true }).click();
+      await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
+    });
+
+    await t.test('the live chart shows throughput and backlog', async () => {
+      // The server's series fills within seconds; the page polls by itself.
+      await waitForText(page.locator('.totals'), /Last 10 minutes: 2 published, 0 acked\./, 30000);
+      const published = page.locator('path.chart-line[data-series="published"]');
+      await published.waitFor();
+      assert.ok(Number(await published.getAttribute('data-points')) >= 50, 'a point per 10-second bucket');
+      const peak = await page.evaluate(() => {
+        const d = document.querySelector('path.chart-line[data-series="published"]').getAttribute('d');
+        const ys = [...d.matchAll(/[ML][\d.]+,([\d.]+)/g)].map((m) => Number(m[1]));
+        return Math.max(...ys) - Math.min(...ys);
+      });
+      assert.ok(peak > 10, 'the published line rises above zero');
+      // Backlog samples accumulate in the page (one per poll): wait for a second one.
+      await page.waitForFunction(() => Number(document.querySelector('path.chart-line[data-series="backlog"]')?.dataset.points) >= 2, null, { timeout: WAIT });
+      await waitForText(page.locator('.chart-legend').nth(1), /Backlog\s*2/);
+      await page.getByRole('heading', { name: 'Activity' }).scrollIntoViewIfNeeded();
+      await shot(page, 'queue-desktop.png');
+    });
+
+    await t.test('peek shows the messages, oldest first', async () => {
+      await page.getByRole('button', { name: 'Peek', exact: true }).click();
+      const items = page.getByRole('list', { name: 'Peeked messages' }).getByRole('listitem');
+      await waitForText(items.nth(0).locator('.message-body'), 'hello from the e2e test');
+      await waitForText(items.nth(1).locator('.message-body'), /"order": 42,\s*"items": \[\s*"tea"\s*\]/);
+      assert.equal(await items.count(), 2);
+      await waitForText(items.nth(1).locator('.badge'), 'json');
+      await shot(page, 'queue-peek-desktop.png', { fullPage: true });
+    });
+
+    await t.test('delete a peeked message, then purge the queue', async () => {
+      const items = page.getByRole('list', { name: 'Peeked messages' }).getByRole('listitem');
+      await items.nth(0).getByRole('checkbox').check();
+      await page.getByRole('button', { name: 'Delete 1 selected' }).click();
+      await confirm(page, 'Delete messages');
+      await waitForText(page.locator('.toast-text').filter({ hasText: 'Deleted' }), 'Deleted 1 message.');
+      await waitForText(tile(page, 'Backlog'), '1');
+      await page.waitForFunction(() => document.querySelectorAll('.messages .message').length === 1, null, { timeout: WAIT });
+      await waitForText(items.nth(0).locator('.message-body'), /"order": 42/);
+
+      await page.getByRole('button', { name: 'Purge…' }).click();
+      await confirm(page, 'Purge messages');
+      await waitForText(page.locator('.toast-text').filter({ hasText: 'were deleted' }), `All messages in ${queueName} were deleted.`);
+      await waitForText(tile(page, 'Backlog'), '0');
+      await waitForText(tile(page, 'Oldest message'), '—');
+      await page.getByRole('button', { name: 'Peek', exact: true }).click();
+      await waitForText(page.getByRole('status').filter({ hasText: 'No messages' }), 'No messages are waiting in this queue right now.');
+      assert.equal(await items.count(), 0);
+    });
+
+    await t.test('pause and resume delivery; edit the settings', async () => {
+      await page.getByRole('button', { name: 'Pause delivery' }).click();
+      await waitForText(page.getByText('Delivery paused', { exact: true }), 'Delivery paused');
+      await page.getByRole('button', { name: 'Resume delivery' }).click();
+      await waitForText(page.getByText('Delivering', { exact: true }), 'Delivering');
+      await page.getByLabel('Delivery delay (seconds)').fill('5');
+      await page.getByRole('button', { name: 'Save settings' }).click();
+      await waitForText(page.locator('.toast-text').filter({ hasText: 'Settings saved' }), 'Settings saved.');
+      const { json } = await api('GET', `/accounts/${ACCOUNT}/queues/${queueUrl.split('/').pop()}`);
+      assert.equal(json.result.settings.delivery_delay, 5);
+      assert.equal(json.result.settings.delivery_paused, false);
+      // Out of range: the server's rule, shown in the page.
+      await page.getByLabel('Message retention (seconds)').fill('10');
+      await page.getByRole('button', { name: 'Save settings' }).click();
+      await waitForText(page.getByRole('alert').filter({ hasText: 'Message retention' }), /whole number from 60 to 1,209,600/);
+    });
+
+    await t.test('a consumer: create a webhook, rotate its secret, edit, delete; dead-letter queue', async () => {
+      const card = page.getByRole('region', { name: 'Consumer' });
+      await card.getByRole('button', { name: 'Add a consumer' }).click();
+      await card.getByRole('radio', { name: /^Webhook/ }).check();
+      await card.getByLabel('Webhook URL').fill('https://example.com/skiplock-e2e');
+      await card.getByLabel('Dead-letter queue').fill(dlqName);
+      await card.getByLabel('Batch size').fill('20');
+      await card.getByRole('button', { name: 'Create consumer' }).click();
+      const secret = card.getByRole('textbox', { name: 'Signing secret' });
+      await secret.waitFor();
+      const first = await secret.inputValue();
+      assert.match(first, /^whsec_/);
+      await waitForText(card.locator('dl'), /Webhook \(push\).*https:\/\/example\.com\/skiplock-e2e.*e2e-.*-dlq.*20/s);
+      await waitForText(tile(page, 'Dead-letter queue'), '0');
+
+      await card.getByRole('button', { name: 'Rotate secret…' }).click();
+      await confirm(page, 'Rotate secret');
+      await waitForText(card.getByText('New webhook signing secret'), 'New webhook signing secret');
+      assert.notEqual(await secret.inputValue(), first);
+
+      await card.getByRole('button', { name: 'Edit' }).click();
+      await card.getByLabel('Max retries').fill('7');
+      await card.getByRole('button', { name: 'Save consumer' }).click();
+      await waitForText(card.locator('dl'), /Max retries\s*7/);
+
+      // The dead-letter queue names where its messages come from.
+      await page.getByRole('group', { name: 'Dead-letter queue' }).getByRole('link', { name: dlqName }).click();
+      await page.getByRole('heading', { name: dlqName, level: 1 }).waitFor();
+      await waitForText(page.getByRole('note'), new RegExp(`Dead-letter queue\\. Messages arrive here when a consumer of ${queueName} has used up their retries`));
+      await page.getByRole('note').getByRole('link', { name: queueName }).click();
+      await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
+
+      await card.getByRole('button', { name: 'Delete…' }).click();
+      await confirm(page, 'Delete consumer');
+      await waitForText(card.getByText(/^No consumer/), /No consumer\. Messages wait in the queue/);
+    });
+
+    await t.test('phone-sized screen', async () => {
+      await page.setViewportSize(PHONE);
+      await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(overflow <= 0, `the page is ${overflow}px wider than a phone screen`);
+      const svgWidth = await page.locator('svg.chart-svg').first().evaluate((el) => el.getBoundingClientRect().width);
+      assert.ok(svgWidth > 250 && svgWidth <= PHONE.width, `the chart fits the phone (${svgWidth}px)`);
+      await shot(page, 'queue-phone.png');
+      await shot(page, 'queue-phone-full.png', { fullPage: true });
+      await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
+      await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth));
+      await shot(page, 'queues-phone.png');
+      await page.setViewportSize(DESKTOP);
+    });
+
+    await t.test('create a token (shown once, copied), then revoke it', async () => {
+      await page.getByRole('link', { name: 'Tokens' }).click();
+      await page.getByRole('heading', { name: 'API tokens', level: 1 }).waitFor();
+      await page.getByLabel('Token name').fill(tokenName);
+      await page.getByRole('checkbox', { name: /Write queues/ }).check();
+      await page.getByRole('button', { name: 'Create token' }).click();
+      const box = page.getByRole('region', { name: `Token “${tokenName}” created` });
+      await waitForText(box, /shown only once/);
+      const created = await box.getByRole('textbox', { name: 'New API token' }).inputValue();
+      assert.match(created, /^skl_/);
+      await box.getByRole('button', { name: 'Copy' }).click();
+      await waitForText(box.getByRole('status'), 'Copied to the clipboard');
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), created);
+      const row = page.locator('tr', { hasText: tokenName });
+      await waitForText(row.locator('td[data-label="Scopes"]'), /queues_read\s*queues_write/);
+      await shot(page, 'tokens-desktop.png');
+      assertNotLeaked(log, created);
+
+      // The new token works against the API, with the scopes it was given.
+      const verified = await api('GET', '/user/tokens/verify', undefined, created);
+      assert.equal(verified.json.result.status, 'active');
+      assert.equal((await api('GET', `/accounts/${ACCOUNT}/tokens`, undefined, created)).status, 403);
+
+      await page.getByRole('button', { name: 'I have copied it' }).click();
+      assert.equal(await box.count(), 0, 'the token is gone from the page once dismissed');
+      await row.getByRole('button', { name: `Revoke ${tokenName}` }).click();
+      await confirm(page, 'Revoke token');
+      await waitForText(page.locator('.toast-text').filter({ hasText: 'revoked' }), `Token ${tokenName} revoked.`);
+      await row.waitFor({ state: 'detached' });
+      const { json } = await api('GET', `/accounts/${ACCOUNT}/tokens`);
+      assert.ok(!json.result.some((tok) => tok.name === tokenName), 'the token is revoked on the server');
+    });
+
+    await t.test('delete the queues', async () => {
+      for (const name of [queueName, dlqName]) {
+        await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
+        await page.getByRole('link', { name, exact: true }).click();
+        await page.getByRole('heading', { name, level: 1 }).waitFor();
+        await page.getByRole('button', { name: 'Delete…' }).first().click();
+        await confirm(page, 'Delete queue');
+        await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+        await waitForText(page.locator('.toast-text').filter({ hasText: `Queue ${name} deleted.` }), `Queue ${name} deleted.`);
+        await page.getByRole('link', { name, exact: true }).waitFor({ state: 'detached' });
+      }
+    });
+
+    await t.test('sign out', async () => {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+      await waitForText(page.getByRole('status').filter({ hasText: 'signed out' }), 'You are signed out.');
+      assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+      assert.equal(await page.getByRole('navigation', { name: 'Main' }).isVisible(), false);
+      // A reload stays signed out.
+      await page.reload();
+      await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+    });
+
+    assertNotLeaked(log, TOKEN);
+    assertNoConsoleErrors(log);
+  } finally {
+    await writeFile(path.join(ARTIFACTS, 'console-main.log'), `${log.messages.join('\n')}\n`);
+    await context.close();
+  }
+});
+
+test('a token without a scope gets the server message; a revoked token ends the session', async () => {
+  const made = await api('POST', `/accounts/${ACCOUNT}/tokens`, { name: `e2e-readonly-${RUN}`, scopes: ['queues_read'] });
+  assert.equal(made.status, 200, JSON.stringify(made.json));
+  const readOnly = made.json.result;
+  const { context, page, log } = await openPage();
+  try {
+    await signIn(page, readOnly.token);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.getByLabel('New queue name').fill(`e2e-${RUN}-denied`);
+    await page.getByRole('button', { name: 'Create queue' }).click();
+    await waitForText(page.getByRole('alert'), /Not allowed: this token lacks the queues_write scope/);
+    await page.getByRole('link', { name: 'Tokens' }).click();
+    await waitForText(page.getByRole('alert'), /Not allowed: this token lacks the tokens_write scope/);
+    await shot(page, 'missing-scope.png');
+
+    // Revoked while signed in: the next request is refused and the page goes back to sign-in.
+    assert.equal((await api('DELETE', `/accounts/${ACCOUNT}/tokens/${readOnly.id}`)).status, 200);
+    await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
+    await waitForText(page.getByRole('alert'), /Your session ended: invalid or revoked API token/, 30000);
+    await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    assertNotLeaked(log, readOnly.token);
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of (401|403)/]);
+  } finally {
+    await context.close();
+    await api('DELETE', `/accounts/${ACCOUNT}/tokens/${readOnly.id}`);
+  }
+});
+
+test('an unreachable server is reported, and the page recovers when it is back', async () => {
+  const { context, page, log } = await openPage();
+  try {
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.locator('.live').filter({ hasText: 'Live' }).waitFor();
+    await context.route('**/client/v4/**', (route) => route.abort('connectionrefused'));
+    const banner = page.locator('#banner');
+    await waitForText(banner, /Cannot reach the skiplock server\. Check that it is running.*Retrying every few seconds/, 20000);
+    await shot(page, 'server-unreachable.png');
+    // An action while the server is away says so, too.
+    await page.getByLabel('New queue name').fill(`e2e-${RUN}-offline`);
+    await page.getByRole('button', { name: 'Create queue' }).click();
+    await waitForText(page.locator('.card').getByRole('alert'), /Cannot reach the skiplock server/);
+    await context.unroute('**/client/v4/**');
+    await banner.waitFor({ state: 'hidden', timeout: 20000 });
+    assert.equal(await page.getByRole('heading', { name: 'Queues', level: 1 }).isVisible(), true);
+    assertNoConsoleErrors(log, [/Failed to load resource: net::ERR_(CONNECTION_REFUSED|FAILED)/]);
+  } finally {
+    await context.close();
+  }
+});
