@@ -118,7 +118,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 tasks.spawn(dispatch::run(Arc::new(dispatcher), stop.clone()));
             }
             if roles.contains(&Role::Api) {
-                let app = Application::build(pool.clone(), settings.bind, activity.clone()).await?;
+                let app = Application::build(pool.clone(), settings.bind, activity.clone(), settings.limits).await?;
                 tracing::info!(address = %app.local_addr(), "serving the API");
                 let served = app.run_until_stopped(stop.clone()).await;
                 stop.cancel();

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::limits::Limits;
+
 pub const ENV_HELP: &str = "\
 Environment:
   DATABASE_URL                  PostgreSQL connection URL (required)
@@ -17,6 +19,10 @@ Environment:
   SKIPLOCK_METRICS_MAX_QUEUES   queues with their own /metrics series; the rest are summed
                                 as queue=_other                       [default: 500]
   SKIPLOCK_QUEUE_GAUGES_EVERY_MS how often the per-queue gauges are recomputed [default: 10000]
+  SKIPLOCK_RATE_LIMIT           requests per second per account on each node (0: none) [default: 5000]
+  SKIPLOCK_RATE_BURST           requests above the rate an account may make at once     [default: 10000]
+  SKIPLOCK_MAX_QUEUES           queues per account                                      [default: 1000]
+  SKIPLOCK_MAX_BACKLOG_BYTES    bytes of messages waiting per queue                     [default: 25000000000]
   SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
   SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
@@ -30,6 +36,7 @@ pub struct Settings {
     pub webhook_timeout: Duration,
     pub metrics_max_queues: usize,
     pub queue_gauges_every: Duration,
+    pub limits: Limits,
     pub db_pool_size: u32,
     pub log_filter: String,
     pub log_json: bool,
@@ -95,6 +102,24 @@ impl Settings {
                     "SKIPLOCK_QUEUE_GAUGES_EVERY_MS={every_raw:?} must be milliseconds from 100 to 3600000"
                 ))
             })?;
+        let number = |key: &str, default: i64, max: i64| -> Result<i64, ConfigError> {
+            let raw = get(key).unwrap_or_else(|| default.to_string());
+            raw.parse::<i64>()
+                .ok()
+                .filter(|n| (0..=max).contains(n))
+                .ok_or_else(|| ConfigError(format!("{key}={raw:?} must be a number from 0 to {max}")))
+        };
+        let defaults = Limits::default();
+        let limits = Limits {
+            rate_per_second: number("SKIPLOCK_RATE_LIMIT", defaults.rate_per_second.into(), 10_000_000)? as u32,
+            rate_burst: number("SKIPLOCK_RATE_BURST", defaults.rate_burst.into(), 10_000_000)? as u32,
+            max_queues_per_account: number("SKIPLOCK_MAX_QUEUES", defaults.max_queues_per_account, 1_000_000)?,
+            max_backlog_bytes_per_queue: number(
+                "SKIPLOCK_MAX_BACKLOG_BYTES",
+                defaults.max_backlog_bytes_per_queue,
+                i64::MAX / 2,
+            )?,
+        };
         let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
             None | Some("text") => false,
             Some("json") => true,
@@ -111,6 +136,7 @@ impl Settings {
             webhook_timeout,
             metrics_max_queues,
             queue_gauges_every,
+            limits,
             db_pool_size,
             log_filter,
             log_json,

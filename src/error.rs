@@ -12,6 +12,11 @@ pub enum ApiError {
     BadRequest { code: u32, message: String },
     #[error("{0}")]
     PayloadTooLarge(String, u32),
+    /// A rate limit or a full queue: retry after this many seconds.
+    #[error("{0}")]
+    TooManyRequests(String, u64),
+    #[error("{0}")]
+    RequestTimeout(String),
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]
@@ -47,6 +52,8 @@ pub mod codes {
     pub const DELIVERY_PAUSED: u32 = 11010;
     pub const NO_PULL_CONSUMER: u32 = 11011;
     pub const CONSUMER_EXISTS: u32 = 11012;
+    pub const RATE_LIMITED: u32 = 11013;
+    pub const QUOTA_EXCEEDED: u32 = 11014;
 }
 
 impl ApiError {
@@ -71,13 +78,22 @@ impl ApiError {
             | Self::Conflict(_, code)
             | Self::ConflictRetryable(_, code) => *code,
             Self::Unauthorized(_) | Self::Forbidden(_) => codes::UNAUTHORIZED,
+            Self::TooManyRequests(..) => codes::RATE_LIMITED,
+            Self::RequestTimeout(_) => codes::GENERIC,
             Self::Unavailable(_) | Self::Internal(_) => codes::GENERIC,
         }
     }
 
     /// The SDKs retry 408/409/429/5xx; answers that a retry cannot fix say so.
     fn retry_cannot_help(&self) -> bool {
-        !matches!(self, Self::ConflictRetryable(..) | Self::Unavailable(_) | Self::Internal(_))
+        !matches!(
+            self,
+            Self::ConflictRetryable(..)
+                | Self::TooManyRequests(..)
+                | Self::RequestTimeout(_)
+                | Self::Unavailable(_)
+                | Self::Internal(_)
+        )
     }
 }
 
@@ -144,6 +160,8 @@ impl ResponseError for ApiError {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(..) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
+            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::NotFound(..) => StatusCode::NOT_FOUND,
             Self::Conflict(..) | Self::ConflictRetryable(..) => StatusCode::CONFLICT,
@@ -162,8 +180,14 @@ impl ResponseError for ApiError {
         if self.retry_cannot_help() {
             response.insert_header(("x-should-retry", "false"));
         }
-        if matches!(self, Self::Unavailable(_)) {
-            response.insert_header((header::RETRY_AFTER, "1"));
+        match self {
+            Self::Unavailable(_) => {
+                response.insert_header((header::RETRY_AFTER, "1"));
+            }
+            Self::TooManyRequests(_, seconds) => {
+                response.insert_header((header::RETRY_AFTER, seconds.max(&1).to_string()));
+            }
+            _ => {}
         }
         response.json(json!({
             "success": false,

@@ -10,6 +10,7 @@ pub mod config;
 pub mod dispatch;
 pub mod error;
 pub mod ids;
+pub mod limits;
 pub mod maintenance;
 pub mod metrics;
 pub mod publisher;

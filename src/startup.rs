@@ -16,6 +16,7 @@ use crate::config::Settings;
 use crate::dispatch::client::WebhookClient;
 use crate::dispatch::guard::AddressGuard;
 use crate::dispatch::{DispatchSettings, Dispatcher};
+use crate::limits::Limits;
 use crate::queue::lease::Signer;
 use crate::state::AppState;
 
@@ -24,7 +25,8 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     PgPoolOptions::new()
         .max_connections(settings.db_pool_size)
-        .acquire_timeout(Duration::from_secs(5))
+        // While the database is unreachable, requests fail with a 503 after this long.
+        .acquire_timeout(Duration::from_secs(3))
         .connect(&settings.database_url)
         .await
 }
@@ -46,8 +48,13 @@ pub struct Application {
 
 impl Application {
     /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
-    pub async fn build(pool: PgPool, bind: SocketAddr, activity: Arc<Activity>) -> anyhow::Result<Self> {
-        let state = web::Data::new(AppState::load(pool, activity).await?);
+    pub async fn build(
+        pool: PgPool,
+        bind: SocketAddr,
+        activity: Arc<Activity>,
+        limits: Limits,
+    ) -> anyhow::Result<Self> {
+        let state = web::Data::new(AppState::load(pool, activity, limits).await?);
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
         let metrics = web::Data::new(state.activity.metrics.clone());
@@ -63,6 +70,9 @@ impl Application {
         })
         .disable_signals()
         .shutdown_timeout(10)
+        // Slow clients: the request head must arrive within 5 s; bodies are bounded by the JSON reader.
+        .client_request_timeout(std::time::Duration::from_secs(5))
+        .keep_alive(std::time::Duration::from_secs(75))
         .listen(listener)?
         .run();
         Ok(Self { server, local_addr })

@@ -7,6 +7,7 @@ use sqlx::PgPool;
 use crate::activity::Activity;
 use crate::auth::Verifier;
 use crate::backlog::BacklogCache;
+use crate::limits::{Limits, RateLimiter};
 use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 
@@ -17,19 +18,23 @@ pub struct AppState {
     pub activity: Arc<Activity>,
     pub publisher: Publisher,
     pub backlog: BacklogCache,
+    pub limits: Limits,
+    pub rate: RateLimiter,
 }
 
 /// Writers storing publishes, each batching what waits into one commit.
 const PUBLISH_WRITERS: usize = 4;
 
 impl AppState {
-    pub async fn load(pool: PgPool, activity: Arc<Activity>) -> Result<Self, sqlx::Error> {
+    pub async fn load(pool: PgPool, activity: Arc<Activity>, limits: Limits) -> Result<Self, sqlx::Error> {
         let key = crate::store::server_key(&pool).await?;
         Ok(Self {
             verifier: Verifier::new(pool.clone()),
             signer: Signer::new(key),
             publisher: Publisher::start(pool.clone(), PUBLISH_WRITERS),
             backlog: BacklogCache::default(),
+            rate: RateLimiter::new(&limits),
+            limits,
             pool,
             activity,
         })

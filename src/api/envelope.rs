@@ -15,6 +15,7 @@ use crate::queue::{Invalid, InvalidKind};
 
 /// The largest request body accepted: a full batch whose text is all six-byte `\u` escapes still fits.
 pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub fn ok(result: impl Serialize) -> HttpResponse {
     HttpResponse::Ok().json(json!({"success": true, "errors": [], "messages": [], "result": result}))
@@ -46,7 +47,11 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
     fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
         let bytes = web::Bytes::from_request(req, payload);
         Box::pin(async move {
-            let bytes = bytes.await.map_err(|e| match e.as_error::<PayloadError>() {
+            // A client that sends its body too slowly holds a connection; cut it off.
+            let bytes = tokio::time::timeout(BODY_TIMEOUT, bytes).await.map_err(|_| {
+                ApiError::RequestTimeout(format!("the request body took longer than {BODY_TIMEOUT:?} to arrive"))
+            })?;
+            let bytes = bytes.map_err(|e| match e.as_error::<PayloadError>() {
                 Some(PayloadError::Overflow) => too_large(),
                 _ if e.to_string().contains("overflow") => too_large(),
                 _ => ApiError::bad_request(format!("could not read the request body: {e}")),

@@ -45,6 +45,12 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let raw_name = body.queue_name.ok_or_else(|| ApiError::bad_request("queue_name is required"))?;
     let name = QueueName::parse("queue_name", &raw_name)?;
     let settings = QueueSettings::default().apply(&body.settings)?;
+    let max = state.limits.max_queues_per_account;
+    if store::queues::count(&state.pool, auth.account_id()).await? >= max {
+        return Err(ApiError::Forbidden(format!(
+            "this account has reached its quota of {max} queues; delete one before creating another"
+        )));
+    }
     let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings).await?;
     Ok(ok(QueueView::new(&queue, &[])))
 }

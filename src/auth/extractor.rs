@@ -83,6 +83,15 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 )));
             }
             tracing::Span::current().record("account_id", tracing::field::display(principal.account_id));
+            if let Err(wait) = state.rate.take(principal.account_id) {
+                return Err(ApiError::TooManyRequests(
+                    format!(
+                        "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
+                        state.limits.rate_per_second
+                    ),
+                    wait.as_secs_f64().ceil() as u64,
+                ));
+            }
             Ok(Self { principal, _requirement: PhantomData })
         })
     }

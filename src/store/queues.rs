@@ -87,6 +87,10 @@ pub async fn ensure(pool: &PgPool, account: AccountId, name: &QueueName) -> Resu
         .await
 }
 
+pub async fn count(db: impl PgExecutor<'_>, account: AccountId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from queues where account_id = $1").bind(account).fetch_one(db).await
+}
+
 pub async fn get(db: impl PgExecutor<'_>, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
     sqlx::query_as(&format!("select {COLUMNS} from queues where account_id = $1 and id = $2"))
         .bind(account)

@@ -62,10 +62,15 @@ impl Drop for TestApp {
 }
 
 pub async fn spawn_app(pool: PgPool) -> TestApp {
+    spawn_app_with(pool, skiplock::limits::Limits::default()).await
+}
+
+pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
     let metrics = std::sync::Arc::new(skiplock::metrics::Metrics::default());
     let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics.clone()));
-    let app =
-        Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap(), activity.clone()).await.expect("app builds");
+    let app = Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap(), activity.clone(), limits)
+        .await
+        .expect("app builds");
     let address = format!("http://{}", app.local_addr());
     let stop = CancellationToken::new();
     tokio::spawn(app.run_until_stopped(stop.clone()));

@@ -1,6 +1,7 @@
 //! Integration tests: each runs the real HTTP app against its own fresh PostgreSQL database.
 
 mod helpers;
+mod limits;
 mod process;
 
 mod auth;

@@ -1,9 +1,10 @@
 """Schemathesis hooks for skiplock (loaded through schemathesis.toml).
 
 They keep the run meaningful without changing what the server is asked to accept:
-- The token under test is never revoked. Stateful testing links `GET /user/tokens/verify` (and the token
-  list) to `DELETE /tokens/{token_id}`, which would revoke the run's own token and turn every later request
-  into a 401. A revoke aimed at that token is redirected to an id that does not exist (a 404).
+- The token under test is never revoked. Stateful testing feeds token ids seen in responses (the token
+  list, `GET /user/tokens/verify`) to `DELETE /tokens/{token_id}`, which would revoke the run's own token
+  and turn every later request into a 401. A revoke aimed at that token is redirected to a fresh token,
+  created for the purpose with the same scopes, so the revoke still succeeds as it would have.
 - A consumer's `dead_letter_queue` must name another queue than the consumer's own, a rule between the
   path and the body that the schema cannot state. When a generated name equals the queue's own name
   (known from earlier responses), it is changed to another valid name.
@@ -12,12 +13,13 @@ They keep the run meaningful without changing what the server is asked to accept
 import json
 import os
 
+import requests
 import schemathesis
 
 _TOKEN = os.environ.get("SKIPLOCK_TOKEN", "")
 # skl_<32 hex token id>_<secret>
 PROTECTED_TOKEN_ID = _TOKEN[4:36] if _TOKEN.startswith("skl_") else None
-ABSENT_ID = "0" * 32
+ACCOUNT_ID = os.environ.get("SKIPLOCK_ACCOUNT_ID", "")
 
 QUEUE_NAMES: dict[str, str] = {}
 
@@ -33,6 +35,17 @@ def _remember(value):
             _remember(item)
 
 
+def _disposable_token(base_url: str) -> str:
+    answer = requests.post(
+        f"{base_url}/client/v4/accounts/{ACCOUNT_ID}/tokens",
+        headers={"Authorization": f"Bearer {_TOKEN}"},
+        json={"name": "schemathesis-disposable", "scopes": ["queues_read", "queues_write", "tokens_write"]},
+        timeout=10,
+    )
+    answer.raise_for_status()
+    return answer.json()["result"]["id"]
+
+
 def _other_name(name: str) -> str:
     return f"{name}-d" if len(name) <= 61 else name[:-1] + ("a" if name[-1] != "a" else "b")
 
@@ -42,7 +55,7 @@ def before_call(context, case, kwargs):
     params = case.path_parameters or {}
     path = case.operation.path
     if path.endswith("/tokens/{token_id}") and PROTECTED_TOKEN_ID and params.get("token_id") == PROTECTED_TOKEN_ID:
-        params["token_id"] = ABSENT_ID
+        params["token_id"] = _disposable_token(case.operation.schema.get_base_url())
     if "/consumers" in path and case.operation.method.lower() in ("post", "put") and isinstance(case.body, dict):
         dlq = case.body.get("dead_letter_queue")
         own = QUEUE_NAMES.get(params.get("queue_id"))

@@ -116,7 +116,10 @@ export function toast(message, kind = 'success') {
   const remove = () => el.remove();
   close.addEventListener('click', remove);
   region.append(el);
-  setTimeout(remove, kind === 'error' ? 10000 : 5000);
+  // Keep the corner calm: a few toasts at most (one on a phone), newest last.
+  const max = window.matchMedia('(max-width: 720px)').matches ? 1 : 3;
+  while (region.children.length > max) region.firstElementChild.remove();
+  setTimeout(remove, kind === 'error' ? 10000 : 4000);
 }
 
 // ---- inline messages ----------------------------------------------------------------------------

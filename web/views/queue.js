@@ -252,9 +252,10 @@ export function renderQueue(root, ctx, queueId) {
     if (s.dead_letter_sources && s.dead_letter_sources.length) {
       sources.hidden = false;
       const links = s.dead_letter_sources.map((src, i) => [i ? ', ' : '', h('a', { href: `#/queues/${src.queue_id}` }, src.queue_name)]);
-      sources.replaceChildren(h('strong', null, 'Dead-letter queue. '),
+      sources.replaceChildren();
+      append(sources, [h('strong', null, 'Dead-letter queue. '),
         'Messages arrive here when a consumer of ', links,
-        ' has used up their retries. They keep their original ids and timestamps; peek them below.');
+        ' has used up their retries. They keep their original ids and timestamps; peek them below.']);
     } else {
       sources.hidden = true;
     }
@@ -375,7 +376,7 @@ export function renderQueue(root, ctx, queueId) {
           h('div', { class: 'message-meta' },
             h('code', { title: m.id }, m.id),
             badge(decoded.type, 'neutral'),
-            h('span', null, `${m.attempts} ${m.attempts === 1 ? 'attempt' : 'attempts'}`),
+            h('span', null, m.attempts ? `${m.attempts} delivery ${m.attempts === 1 ? 'attempt' : 'attempts'}` : 'not delivered yet'),
             h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`)),
           decoded.note ? h('p', { class: 'hint' }, decoded.note) : null,
           h('pre', { class: 'message-body' }, shorten(decoded.text))));

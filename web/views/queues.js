@@ -94,7 +94,7 @@ export function renderQueues(root, ctx) {
     }
     return h('tr', { dataset: { queue: s.queue_name } },
       nameCell,
-      h('td', { class: 'num', 'data-label': 'Backlog', dataset: { field: 'backlog' } }, num(s.backlog_count),
+      h('td', { class: 'num', 'data-label': 'Backlog' }, h('span', { class: 'value' }, num(s.backlog_count)),
         s.backlog_bytes ? h('span', { class: 'sub' }, bytes(s.backlog_bytes)) : null),
       h('td', { class: 'num', 'data-label': 'In flight' }, num(s.in_flight_count)),
       h('td', { class: 'num', 'data-label': 'Delayed' }, num(s.delayed_count)),
@@ -112,6 +112,8 @@ export function renderQueues(root, ctx) {
     } catch (err) {
       if (ctx.signal.aborted) return;
       loading.hidden = true;
+      updated.textContent = 'Not updating';
+      updated.classList.add('live-stale');
       if (err.kind === 'network' || err.kind === 'timeout') throw err;
       listMsg.show(describe(err));
       return;
@@ -126,7 +128,8 @@ export function renderQueues(root, ctx) {
     empty.hidden = stats.length !== 0;
     const total = stats.reduce((n, s) => n + s.backlog_count, 0);
     count.textContent = stats.length ? `${num(stats.length)} ${stats.length === 1 ? 'queue' : 'queues'} · ${num(total)} messages waiting` : '';
-    updated.textContent = `Live · ${new Date().toLocaleTimeString()}`;
+    updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
+    updated.classList.remove('live-stale');
   });
 
   name.focus();
