@@ -7,7 +7,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency db-up db-down venv clean
+.PHONY: run test lint latency chaos db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -54,6 +54,16 @@ latency:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --bins
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
+
+# The long crash suite: 5 minutes per mode, the server SIGKILLed every 0-3 s, PostgreSQL restarted at
+# every 5th kill. Figures in bench/results/chaos-*.md.
+chaos:
+	@cargo build --release --quiet --bins
+	mkdir -p bench/results
+	out=bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).md
+	for mode in pull webhook; do
+	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
+	done
 
 lint:
 	@cargo fmt --all -- --check

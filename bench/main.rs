@@ -2,10 +2,13 @@
 //!
 //!   skiplock-bench latency [--rate 1000] [--seconds 20]
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
+//!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
+//!       the crash suite, on a PostgreSQL cluster of its own.
 //!
 //! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
 //! `make latency` passes the private cluster's. The skiplock binary is the one beside this one.
 
+mod chaos;
 mod latency;
 mod setup;
 
@@ -29,6 +32,8 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         seconds: u32,
     },
+    /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
+    Chaos(chaos::ChaosArgs),
 }
 
 #[tokio::main]
@@ -36,5 +41,6 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
+        Command::Chaos(args) => chaos::run(args).await,
     }
 }

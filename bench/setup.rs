@@ -21,7 +21,7 @@ pub struct Env {
     pub client: reqwest::Client,
 }
 
-fn skiplock_binary() -> PathBuf {
+pub fn skiplock_binary() -> PathBuf {
     let me = std::env::current_exe().expect("the bench knows where it is");
     me.with_file_name("skiplock")
 }

@@ -123,6 +123,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 let served = app.run_until_stopped(stop.clone()).await;
                 stop.cancel();
                 served?;
+            } else {
+                stop.cancelled().await;
             }
             stop.cancel();
             metrics_handle.stop(true).await;

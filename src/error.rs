@@ -22,6 +22,10 @@ pub enum ApiError {
     #[error("{0}")]
     Forbidden(String),
     #[error("{0}")]
+    QuotaExceeded(String),
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    #[error("{0}")]
     NotFound(String, u32),
     /// A conflict that retrying cannot fix (a duplicate name, a second consumer).
     #[error("{0}")]
@@ -79,6 +83,8 @@ impl ApiError {
             | Self::ConflictRetryable(_, code) => *code,
             Self::Unauthorized(_) | Self::Forbidden(_) => codes::UNAUTHORIZED,
             Self::TooManyRequests(..) => codes::RATE_LIMITED,
+            Self::QuotaExceeded(_) => codes::QUOTA_EXCEEDED,
+            Self::MethodNotAllowed(_) => codes::GENERIC,
             Self::RequestTimeout(_) => codes::GENERIC,
             Self::Unavailable(_) | Self::Internal(_) => codes::GENERIC,
         }
@@ -162,7 +168,8 @@ impl ResponseError for ApiError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::QuotaExceeded(_) => StatusCode::FORBIDDEN,
+            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotFound(..) => StatusCode::NOT_FOUND,
             Self::Conflict(..) | Self::ConflictRetryable(..) => StatusCode::CONFLICT,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,

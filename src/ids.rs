@@ -59,7 +59,7 @@ typed_id!(MessageId, "message id");
 pub struct MalformedId(pub &'static str);
 
 fn parse_hex_id(s: &str) -> Option<Uuid> {
-    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if s.len() != 32 || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         return None;
     }
     Uuid::try_parse(s).ok()
@@ -83,5 +83,6 @@ mod tests {
         assert!(dashed.parse::<QueueId>().is_err());
         assert!("abc".parse::<QueueId>().is_err());
         assert!("zz".repeat(16).parse::<QueueId>().is_err());
+        assert!(QueueId::new().to_string().to_uppercase().parse::<QueueId>().is_err(), "lowercase only");
     }
 }

@@ -2,7 +2,7 @@
 //! request middleware, and the `/metrics` endpoint served on its own address.
 //!
 //! Labels stay bounded: method, route pattern, status class, consumer type, outcome. Per-queue gauges
-//! carry account and queue ids, but only for the `max_queue_series` queues with the largest backlog;
+//! carry the account id and queue name, but only for the `max_queue_series` queues with the largest backlog;
 //! the rest are summed into one series labelled `account="_other", queue="_other"`.
 
 use std::future::Future;

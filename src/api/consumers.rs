@@ -66,9 +66,21 @@ fn validate(queue: &QueueRow, body: &ConsumerBody, kind: ConsumerKind, creating:
     Ok(Validated { kind, settings, dead_letter_queue, url })
 }
 
+/// Makes the dead-letter queue if the account has none of that name, within its queue quota.
 async fn ensure_dead_letter_queue(state: &AppState, account: AccountId, name: &str) -> ApiResult<()> {
-    if !name.is_empty() {
-        let name = QueueName::parse("dead_letter_queue", name)?;
+    if name.is_empty() {
+        return Ok(());
+    }
+    let name = QueueName::parse("dead_letter_queue", name)?;
+    let (known, _) = store::queues::list(&state.pool, account, &[name.as_str().to_owned()], 1, 1).await?;
+    if known.is_empty() {
+        let max = state.limits.max_queues_per_account;
+        if store::queues::count(&state.pool, account).await? >= max {
+            return Err(ApiError::QuotaExceeded(format!(
+                "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
+                name.as_str()
+            )));
+        }
         store::queues::ensure(&state.pool, account, &name).await?;
     }
     Ok(())

@@ -174,11 +174,11 @@ pub async fn pull(
     let account = auth.account_id();
     let request = body.0;
     let batch_size = request.batch_size.map(|n| crate::queue::in_range("batch_size", n, 1, 100, "")).transpose()?;
-    let visibility = request
-        .visibility_timeout_ms
-        .or(request.visibility_timeout)
-        .map(|v| crate::queue::in_range("visibility_timeout_ms", v, 1, 43_200_000, " ms"))
-        .transpose()?;
+    let check_visibility =
+        |field: &str, v: Option<i64>| v.map(|v| crate::queue::in_range(field, v, 1, 43_200_000, " ms")).transpose();
+    // Both spellings are checked, so a bad value is refused whichever one would have been used.
+    let visibility = check_visibility("visibility_timeout_ms", request.visibility_timeout_ms)?
+        .or(check_visibility("visibility_timeout", request.visibility_timeout)?);
     let target = delivery_target(&state, account, &path.1).await?;
     let consumer =
         match &target.consumer {
@@ -316,7 +316,8 @@ pub async fn ack(
 
     if !acked.is_empty() {
         let gone = store::messages::delete(&state.pool, queue, &acked).await?;
-        state.activity.acked(queue, ConsumerKind::HttpPull, gone.len());
+        let kind = target.consumer.as_ref().and_then(|c| ConsumerKind::parse(&c.kind).ok());
+        state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.len());
         state.backlog.forget(queue);
     }
     let mut retry_count = 0;

@@ -16,42 +16,72 @@ use serde_json::json;
 use crate::error::{codes, ApiError};
 use crate::state::AppState;
 
+/// One path and its methods. GET routes answer HEAD too; any other method is a 405 that names the
+/// allowed ones.
+macro_rules! resource {
+    ($path:expr; $($method:ident => $handler:expr),+ $(,)?) => {{
+        let allowed: &'static [&'static str] = &[$(resource!(@name $method)),+];
+        let mut resource = web::resource($path);
+        $(resource = resource!(@add resource, $method, $handler);)+
+        resource.default_service(web::to(move |req: actix_web::HttpRequest| method_not_allowed(req, allowed)))
+    }};
+    (@name get) => { "GET, HEAD" };
+    (@name post) => { "POST" };
+    (@name put) => { "PUT" };
+    (@name patch) => { "PATCH" };
+    (@name delete) => { "DELETE" };
+    (@add $resource:ident, get, $handler:expr) => {
+        $resource.route(web::get().to($handler)).route(web::head().to($handler))
+    };
+    (@add $resource:ident, $method:ident, $handler:expr) => { $resource.route(web::$method().to($handler)) };
+}
+
 pub fn routes(cfg: &mut web::ServiceConfig) {
     let queue = "/accounts/{account_id}/queues/{queue_id}";
-    cfg.route("/healthz", web::get().to(healthz)).route("/readyz", web::get().to(readyz)).service(
-        web::scope("/client/v4")
-            .route("/user/tokens/verify", web::get().to(tokens::verify))
-            .route("/accounts/{account_id}/tokens", web::post().to(tokens::create))
-            .route("/accounts/{account_id}/tokens", web::get().to(tokens::list))
-            .route("/accounts/{account_id}/tokens/{token_id}", web::delete().to(tokens::revoke))
-            .route("/accounts/{account_id}/stats/queues", web::get().to(stats::all_queues))
-            .route("/accounts/{account_id}/queues", web::post().to(queues::create))
-            .route("/accounts/{account_id}/queues", web::get().to(queues::list))
-            .route(queue, web::get().to(queues::get))
-            .route(queue, web::put().to(queues::replace))
-            .route(queue, web::patch().to(queues::patch))
-            .route(queue, web::delete().to(queues::delete))
-            .route(&format!("{queue}/metrics"), web::get().to(queues::metrics))
-            .route(&format!("{queue}/stats"), web::get().to(stats::one_queue))
-            .route(&format!("{queue}/purge"), web::post().to(queues::purge))
-            .route(&format!("{queue}/purge"), web::get().to(queues::purge_status))
-            .route(&format!("{queue}/consumers"), web::post().to(consumers::create))
-            .route(&format!("{queue}/consumers"), web::get().to(consumers::list))
-            .route(&format!("{queue}/consumers/{{consumer_id}}"), web::get().to(consumers::get))
-            .route(&format!("{queue}/consumers/{{consumer_id}}"), web::put().to(consumers::update))
-            .route(&format!("{queue}/consumers/{{consumer_id}}"), web::delete().to(consumers::delete))
-            .route(
-                &format!("{queue}/consumers/{{consumer_id}}/rotate_secret"),
-                web::post().to(consumers::rotate_secret),
-            )
-            .route(&format!("{queue}/messages"), web::post().to(messages::publish))
-            .route(&format!("{queue}/messages/batch"), web::post().to(messages::publish_batch))
-            .route(&format!("{queue}/messages/pull"), web::post().to(messages::pull))
-            .route(&format!("{queue}/messages/ack"), web::post().to(messages::ack))
-            .route(&format!("{queue}/messages/peek"), web::post().to(messages::peek))
-            .route(&format!("{queue}/messages/purge"), web::post().to(messages::purge))
-            .default_service(web::to(no_such_endpoint)),
+    let consumer = format!("{queue}/consumers/{{consumer_id}}");
+    cfg.service(resource!("/healthz"; get => healthz))
+        .service(resource!("/readyz"; get => readyz))
+        .service(resource!("/openapi.json"; get => openapi))
+        .service(
+            web::scope("/client/v4")
+                .service(resource!("/user/tokens/verify"; get => tokens::verify))
+                .service(resource!("/accounts/{account_id}/tokens"; get => tokens::list, post => tokens::create))
+                .service(resource!("/accounts/{account_id}/tokens/{token_id}"; delete => tokens::revoke))
+                .service(resource!("/accounts/{account_id}/stats/queues"; get => stats::all_queues))
+                .service(resource!("/accounts/{account_id}/queues"; get => queues::list, post => queues::create))
+                .service(resource!(queue;
+                    get => queues::get, put => queues::replace, patch => queues::patch, delete => queues::delete))
+                .service(resource!(format!("{queue}/metrics"); get => queues::metrics))
+                .service(resource!(format!("{queue}/stats"); get => stats::one_queue))
+                .service(resource!(format!("{queue}/purge"); get => queues::purge_status, post => queues::purge))
+                .service(resource!(format!("{queue}/consumers"); get => consumers::list, post => consumers::create))
+                .service(resource!(consumer.as_str();
+                    get => consumers::get, put => consumers::update, delete => consumers::delete))
+                .service(resource!(format!("{consumer}/rotate_secret"); post => consumers::rotate_secret))
+                .service(resource!(format!("{queue}/messages"); post => messages::publish))
+                .service(resource!(format!("{queue}/messages/batch"); post => messages::publish_batch))
+                .service(resource!(format!("{queue}/messages/pull"); post => messages::pull))
+                .service(resource!(format!("{queue}/messages/ack"); post => messages::ack))
+                .service(resource!(format!("{queue}/messages/peek"); post => messages::peek))
+                .service(resource!(format!("{queue}/messages/purge"); post => messages::purge))
+                .default_service(web::to(no_such_endpoint)),
+        );
+}
+
+async fn method_not_allowed(req: actix_web::HttpRequest, allowed: &'static [&'static str]) -> HttpResponse {
+    let allow = allowed.join(", ");
+    let error = ApiError::MethodNotAllowed(format!("{} is not allowed on {}; use {allow}", req.method(), req.path()));
+    let mut response = actix_web::ResponseError::error_response(&error);
+    response.headers_mut().insert(
+        actix_web::http::header::ALLOW,
+        actix_web::http::header::HeaderValue::from_str(&allow).expect("method names are valid header text"),
     );
+    response
+}
+
+/// The OpenAPI document of this API.
+async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(include_str!("../../openapi/openapi.json"))
 }
 
 pub async fn no_such_endpoint(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {

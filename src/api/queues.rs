@@ -47,7 +47,7 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let settings = QueueSettings::default().apply(&body.settings)?;
     let max = state.limits.max_queues_per_account;
     if store::queues::count(&state.pool, auth.account_id()).await? >= max {
-        return Err(ApiError::Forbidden(format!(
+        return Err(ApiError::QuotaExceeded(format!(
             "this account has reached its quota of {max} queues; delete one before creating another"
         )));
     }

@@ -45,11 +45,16 @@ pub fn parse_scopes(raw: &[String]) -> Result<Vec<Scope>, String> {
     if raw.is_empty() {
         return Err("scopes must name at least one of queues_read, queues_write, tokens_write".into());
     }
-    raw.iter()
+    let mut scopes: Vec<Scope> = raw
+        .iter()
         .map(|s| {
             Scope::parse(s).ok_or_else(|| format!("unknown scope {s:?}: use queues_read, queues_write or tokens_write"))
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    // Named twice is named once.
+    scopes.sort_by_key(|s| s.as_str());
+    scopes.dedup();
+    Ok(scopes)
 }
 
 pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<CreateToken>) -> ApiResult<HttpResponse> {

@@ -18,17 +18,11 @@ pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 /// What a delivery attempt got back.
 #[derive(Debug)]
 pub enum Reply {
-    Answered {
-        status: u16,
-        retry_after: Option<u64>,
-        body: Vec<u8>,
-    },
+    /// `truncated`: the answer was longer than `MAX_ANSWER_BYTES` and only that much was read.
+    Answered { status: u16, retry_after: Option<u64>, body: Vec<u8>, truncated: bool },
     /// No usable answer. `kind` is the metrics outcome: refused (the address guard), timeout or
     /// connect_error.
-    Failed {
-        kind: &'static str,
-        reason: String,
-    },
+    Failed { kind: &'static str, reason: String },
 }
 
 fn failed(kind: &'static str, reason: String) -> Reply {
@@ -133,11 +127,13 @@ impl WebhookClient {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         let mut body = Vec::new();
+        let mut truncated = false;
         let read = tokio::time::timeout(self.timeout, async {
             while let Some(chunk) = response.chunk().await? {
                 let room = MAX_ANSWER_BYTES - body.len();
+                truncated = chunk.len() > room;
                 body.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if body.len() >= MAX_ANSWER_BYTES {
+                if truncated {
                     break;
                 }
             }
@@ -145,7 +141,7 @@ impl WebhookClient {
         })
         .await;
         match read {
-            Ok(Ok(())) => Reply::Answered { status, retry_after, body },
+            Ok(Ok(())) => Reply::Answered { status, retry_after, body, truncated },
             Ok(Err(e)) => failed("connect_error", format!("reading the answer failed: {}", describe(&e))),
             Err(_) => failed("timeout", "reading the answer timed out".into()),
         }

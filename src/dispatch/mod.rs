@@ -146,9 +146,10 @@ impl Dispatcher {
         Ok(store::dispatch::active_webhook_consumers(&self.pool).await?.into_iter().map(Into::into).collect())
     }
 
-    /// Long enough for a delivery that uses its whole timeout to still settle its own batch.
+    /// Long enough for a delivery that uses its whole timeout (and the answer's read) to still settle
+    /// its own batch; short enough that a batch whose node died comes back soon.
     fn lease(&self) -> Duration {
-        self.settings.timeout + Duration::from_secs(30)
+        self.settings.timeout * 2 + Duration::from_secs(5)
     }
 
     async fn claim_spec(&self, c: &WebhookConsumer) -> Result<ClaimSpec, sqlx::Error> {
@@ -272,6 +273,12 @@ impl Dispatcher {
     async fn settle(&self, c: &WebhookConsumer, messages: &[StoredMessage], ids: &[String], reply: Reply) -> Outcome {
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let (kind, decisions, failure, floor): (_, HashMap<&str, Decision>, Option<String>, i64) = match reply {
+            Reply::Answered { status, truncated: true, .. } if (200..300).contains(&status) => (
+                "invalid_answer",
+                retry_all(&id_refs),
+                Some(format!("HTTP {status} with an answer over {} bytes", client::MAX_ANSWER_BYTES)),
+                0,
+            ),
             Reply::Answered { status, body, .. } if (200..300).contains(&status) => match answer::parse(&body) {
                 Ok(actions) => ("ok", answer::resolve(actions.as_deref().unwrap_or_default(), &id_refs), None, 0),
                 Err(why) => ("invalid_answer", retry_all(&id_refs), Some(format!("HTTP {status} with {why}")), 0),

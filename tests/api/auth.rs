@@ -66,7 +66,7 @@ async fn each_endpoint_demands_its_scopes(pool: PgPool) {
 #[sqlx::test]
 async fn tokens_are_shown_once_listed_without_secrets_and_revocable(pool: PgPool) {
     let app = spawn_app(pool).await;
-    let resp = app.post("tokens", json!({"name": "ci", "scopes": ["queues_read"]})).await;
+    let resp = app.post("tokens", json!({"name": "ci", "scopes": ["queues_read", "queues_read"]})).await;
     let created = resp.expect_ok().clone();
     let token = created["token"].as_str().unwrap().to_owned();
     assert!(token.starts_with("skl_"));
@@ -99,6 +99,7 @@ async fn bad_token_requests_are_400s(pool: PgPool) {
         (json!({"name": "x", "scopes": ["admin"]}), "admin"),
         (json!({"name": "x", "scopes": "queues_read"}), "scopes"),
         (json!({"name": "a\u{0}b", "scopes": ["queues_read"]}), "control"),
+        (json!({"name": "x", "scopes": ["queues_read", "nope"]}), "nope"),
     ] {
         let message = app.post("tokens", body.clone()).await.expect_error(400);
         assert!(message.contains(needle), "{body}: {message}");
@@ -134,6 +135,16 @@ async fn malformed_json_and_unknown_routes_get_clear_4xx(pool: PgPool) {
         assert_eq!(resp.error_code(), 10207, "{path}: wrong type of body");
     }
     app.get("nowhere").await.expect_error(404);
+    let resp = app.delete("queues").await;
+    assert!(resp.expect_error(405).contains("DELETE"));
+    assert_eq!(resp.headers["allow"], "GET, HEAD, POST");
+    let head = reqwest::Client::new().head(format!("{}/healthz", app.address)).send().await.unwrap();
+    assert_eq!(head.status(), 200, "GET routes answer HEAD");
+    let spec = app.raw(Method::GET, &format!("{}/openapi.json", app.address), None, None).await;
+    assert!(spec.body["paths"]["/client/v4/accounts/{account_id}/queues/{queue_id}/messages/pull"].is_object());
+    let upper = app.account.to_string().to_uppercase();
+    let url = format!("{}/client/v4/accounts/{upper}/queues", app.address);
+    app.raw(Method::GET, &url, Some(&app.token), None).await.expect_error(400);
     let resp = app.raw(Method::GET, &format!("{}/client/v4/elsewhere", app.address), Some(&app.token), None).await;
     resp.expect_error(404);
 }

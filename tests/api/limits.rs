@@ -36,6 +36,10 @@ async fn quotas_cap_queues_per_account_and_backlog_bytes_per_queue(pool: PgPool)
     app.create_queue("two").await;
     let resp = app.post("queues", json!({"queue_name": "three"})).await;
     assert!(resp.expect_error(403).contains("quota of 2 queues"));
+    assert_eq!(resp.error_code(), 11014);
+    let resp =
+        app.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull", "dead_letter_queue": "dlq"})).await;
+    assert!(resp.expect_error(403).contains("quota"), "a dead-letter queue counts against the quota too");
 
     app.publish(&q, json!({"body": "12345678", "content_type": "text"})).await;
     let resp = app.post(&format!("queues/{q}/messages"), json!({"body": "12345", "content_type": "text"})).await;

@@ -5,6 +5,7 @@ mod limits;
 mod process;
 
 mod auth;
+mod chaos;
 mod consumers;
 mod durability;
 mod messages_ack;
@@ -16,6 +17,7 @@ mod peek_purge;
 mod queues;
 mod receiver;
 mod retention;
+mod schemathesis;
 mod sdk;
 mod stats;
 mod tenancy;

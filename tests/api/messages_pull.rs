@@ -70,7 +70,8 @@ async fn bad_pull_requests_are_400s(pool: PgPool) {
         (json!({"batch_size": 101}), "batch_size"),
         (json!({"batch_size": "5"}), "batch_size"),
         (json!({"visibility_timeout_ms": 0}), "visibility_timeout_ms"),
-        (json!({"visibility_timeout": 43200001}), "visibility_timeout_ms"),
+        (json!({"visibility_timeout": 43200001}), "visibility_timeout"),
+        (json!({"visibility_timeout_ms": 1000, "visibility_timeout": -5}), "visibility_timeout"),
         (json!({"wait": 1}), "wait"),
     ] {
         let message = app.post(&format!("queues/{q}/messages/pull"), body.clone()).await.expect_error(400);

@@ -10,7 +10,8 @@ use skiplock::auth::Scope;
 use sqlx::PgPool;
 
 use crate::helpers::new_account;
-use crate::process::{database_url, free_port, Server, TempCluster};
+use crate::process::{database_url, free_port, Server};
+use skiplock::testkit::TempCluster;
 
 /// A small client for a skiplock process.
 #[derive(Clone)]

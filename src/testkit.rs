@@ -1,0 +1,95 @@
+//! A PostgreSQL server of one's own, for tests and the chaos suite that stop and restart it. Uses the
+//! machine's initdb and pg_ctl (as the postgres user when running as root).
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("an address").port()
+}
+
+/// A PostgreSQL server of a test's own, in a temporary folder, that the test may stop and start.
+pub struct TempCluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    pub port: u16,
+}
+
+fn pg_bin_dir() -> PathBuf {
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if dir.join("initdb").exists() {
+            return dir;
+        }
+    }
+    let mut found: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL's server programs are installed (make test does it)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    found.sort();
+    found.pop().expect("an initdb under /usr/lib/postgresql")
+}
+
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false)
+}
+
+impl TempCluster {
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        let path = self.bin.join(program);
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(path);
+            c
+        } else {
+            Command::new(path)
+        };
+        cmd.args(args).output().unwrap()
+    }
+
+    pub fn create() -> TempCluster {
+        let dir = std::env::temp_dir().join(format!("skiplock-pg-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        if is_root() {
+            Command::new("chown").args(["postgres", dir.to_str().unwrap()]).status().unwrap();
+        }
+        let cluster = TempCluster { dir, bin: pg_bin_dir(), port: free_port() };
+        let data = cluster.dir.join("data");
+        let out =
+            cluster.run("initdb", &["-D", data.to_str().unwrap(), "-U", "postgres", "--auth=trust", "-E", "UTF8"]);
+        assert!(out.status.success(), "initdb: {}", String::from_utf8_lossy(&out.stderr));
+        cluster.start();
+        cluster
+    }
+
+    pub fn url(&self, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    pub fn start(&self) {
+        let data = self.dir.join("data");
+        let log = self.dir.join("server.log");
+        let options =
+            format!("-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={}", self.port, self.dir.display());
+        let out = self
+            .run("pg_ctl", &["-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &options, "start"]);
+        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// Stops at once, as a crash would: no checkpoint, connections cut.
+    pub fn stop_immediately(&self) {
+        let data = self.dir.join("data");
+        let out = self.run("pg_ctl", &["-D", data.to_str().unwrap(), "-m", "immediate", "-w", "stop"]);
+        assert!(out.status.success(), "pg_ctl stop: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for TempCluster {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        self.run("pg_ctl", &["-D", data.to_str().unwrap(), "-m", "immediate", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
