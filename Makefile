@@ -7,7 +7,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency chaos db-up db-down venv clean
+.PHONY: run test lint latency chaos fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -46,6 +46,8 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 
 test: venv
 	@scripts/test-deps.sh
+	bash tests/e2e/setup.sh
+	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --quiet -- --test-threads=6
 
@@ -64,6 +66,10 @@ chaos:
 	for mode in pull webhook; do
 	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
 	done
+
+# The fuzz targets (token, lease id and webhook-answer parsers), a minute each; make test runs 10 s each.
+fuzz:
+	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
 
 lint:
 	@cargo fmt --all -- --check

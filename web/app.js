@@ -203,10 +203,15 @@ document.getElementById('skip-link').addEventListener('click', (e) => {
 });
 window.addEventListener('hashchange', () => {
   route();
-  const heading = main.querySelector('h1');
-  if (heading) {
-    heading.setAttribute('tabindex', '-1');
-    heading.focus({ preventScroll: true });
+  // Move focus to the new page (its heading when shown at once), as a screen reader user expects.
+  if (!main.contains(document.activeElement)) {
+    const heading = main.querySelector('h1');
+    if (heading && heading.offsetParent !== null) {
+      heading.setAttribute('tabindex', '-1');
+      heading.focus({ preventScroll: true });
+    } else {
+      main.focus({ preventScroll: true });
+    }
   }
   window.scrollTo(0, 0);
 });

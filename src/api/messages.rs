@@ -36,7 +36,7 @@ pub fn metrics_json(backlog: &Backlog) -> Value {
 
 #[derive(Deserialize)]
 pub struct PublishMessage {
-    body: Option<Value>,
+    body: Option<Box<serde_json::value::RawValue>>,
     content_type: Option<String>,
     delay_seconds: Option<i64>,
 }
@@ -61,7 +61,7 @@ async fn store_batch(
         .map(|(field, m)| {
             let input = PublishInput {
                 field,
-                body: m.body.as_ref(),
+                body: m.body.as_deref(),
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
             };

@@ -15,7 +15,15 @@ use crate::store;
 type Data = web::Data<AppState>;
 
 pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
-    ok(json!({ "id": auth.principal.token_id, "status": "active" }))
+    let scopes: Vec<&str> = auth.principal.scopes.iter().map(|s| s.as_str()).collect();
+    // `account_id` and `scopes` are skiplock's additions: they let a client (the dashboard) start from a
+    // token alone.
+    ok(json!({
+        "id": auth.principal.token_id,
+        "status": "active",
+        "account_id": auth.principal.account_id,
+        "scopes": scopes,
+    }))
 }
 
 /// Creates a token and returns its text, the only time it is ever shown.

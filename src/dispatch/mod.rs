@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
+use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 use sqlx::PgPool;
 
 use crate::activity::Activity;
@@ -236,37 +236,30 @@ impl Dispatcher {
 
     fn payload(&self, c: &WebhookConsumer, messages: &[StoredMessage]) -> (Vec<u8>, Vec<String>) {
         let ids: Vec<String> = messages.iter().map(|m| m.id.to_string()).collect();
-        let items: Vec<Value> = messages
+        let items: Vec<DeliveredMessage<'_>> = messages
             .iter()
             .zip(&ids)
             .map(|(m, id)| {
                 let content_type = ContentType::from_code(m.content_type);
                 let body = match content_type {
-                    // Stored JSON bodies are JSON text already: embed them as they are.
-                    ContentType::Json => String::from_utf8(m.body.clone())
-                        .ok()
-                        .and_then(|text| RawValue::from_string(text).ok())
-                        .map(|raw| serde_json::to_value(raw).unwrap_or(Value::Null))
-                        .unwrap_or(Value::Null),
-                    other => encode_for_pull(other, &m.body),
+                    // Stored JSON bodies are the JSON text the producer sent: embed it byte for byte.
+                    ContentType::Json => {
+                        String::from_utf8(m.body.clone()).ok().and_then(|t| RawValue::from_string(t).ok())
+                    }
+                    other => serde_json::value::to_raw_value(&encode_for_pull(other, &m.body)).ok(),
                 };
-                json!({
-                    "id": id,
-                    "timestamp_ms": m.published_at.timestamp_millis(),
-                    "attempts": m.attempts,
-                    "content_type": content_type.as_str(),
-                    "body": body,
-                    "lease_id": self.signer.lease_id(c.queue_id, m.id, m.attempts),
-                })
+                DeliveredMessage {
+                    id,
+                    timestamp_ms: m.published_at.timestamp_millis(),
+                    attempts: m.attempts,
+                    content_type: content_type.as_str(),
+                    body: body.unwrap_or_else(|| RawValue::from_string("null".into()).expect("null is JSON")),
+                    lease_id: self.signer.lease_id(c.queue_id, m.id, m.attempts),
+                }
             })
             .collect();
-        let body = json!({
-            "queue": c.queue_name,
-            "queue_id": c.queue_id,
-            "consumer_id": c.id,
-            "messages": items,
-        });
-        (serde_json::to_vec(&body).expect("a JSON value serializes"), ids)
+        let delivery = Delivery { queue: &c.queue_name, queue_id: c.queue_id, consumer_id: c.id, messages: items };
+        (serde_json::to_vec(&delivery).expect("a delivery serializes"), ids)
     }
 
     /// Turns the reply into acks and retries and applies them.
@@ -330,6 +323,25 @@ impl Dispatcher {
         }
         outcome
     }
+}
+
+/// The body of a delivery request.
+#[derive(Serialize)]
+struct Delivery<'a> {
+    queue: &'a str,
+    queue_id: QueueId,
+    consumer_id: ConsumerId,
+    messages: Vec<DeliveredMessage<'a>>,
+}
+
+#[derive(Serialize)]
+struct DeliveredMessage<'a> {
+    id: &'a str,
+    timestamp_ms: i64,
+    attempts: i32,
+    content_type: &'static str,
+    body: Box<RawValue>,
+    lease_id: String,
 }
 
 fn retry_all<'a>(ids: &[&'a str]) -> HashMap<&'a str, Decision> {

@@ -3,6 +3,7 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::settings::MAX_DELAY_SECONDS;
@@ -70,7 +71,9 @@ pub struct NewMessage {
 /// One message as published. `field` names it in error messages (`messages[3]`, say).
 pub struct PublishInput<'a> {
     pub field: &'a str,
-    pub body: Option<&'a Value>,
+    /// The body exactly as the client wrote it, so a `json` body keeps its bytes (key order, number
+    /// spelling) as Cloudflare keeps them.
+    pub body: Option<&'a RawValue>,
     pub content_type: Option<&'a str>,
     pub delay_seconds: Option<i64>,
 }
@@ -81,14 +84,17 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewM
     let field = input.field;
     let content_type = ContentType::parse(&format!("{field}.content_type"), input.content_type)?;
     let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
-    let bytes = match (content_type, body) {
-        (ContentType::Json, value) => serde_json::to_vec(value).expect("a JSON value serializes"),
-        (ContentType::Text, Value::String(s)) => s.clone().into_bytes(),
-        (ContentType::Text, _) => return Err(invalid(format!("{field}.body must be a string for content_type text"))),
-        (ContentType::Bytes, Value::String(s)) => {
+    let string = || serde_json::from_str::<String>(body.get()).ok();
+    let bytes = match (content_type, string()) {
+        (ContentType::Json, _) => body.get().as_bytes().to_vec(),
+        (ContentType::Text, Some(s)) => s.into_bytes(),
+        (ContentType::Text, None) => {
+            return Err(invalid(format!("{field}.body must be a string for content_type text")))
+        }
+        (ContentType::Bytes, Some(s)) => {
             BASE64.decode(s).map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
         }
-        (ContentType::Bytes, _) => {
+        (ContentType::Bytes, None) => {
             return Err(invalid(format!("{field}.body must be a base64 string for content_type bytes")))
         }
     };
@@ -147,13 +153,17 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn input<'a>(body: &'a Value, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
+    fn raw(value: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&value).unwrap()
+    }
+
+    fn input<'a>(body: &'a RawValue, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
         PublishInput { field: "message", body: Some(body), content_type: ct, delay_seconds: delay }
     }
 
     #[test]
     fn delay_precedence_is_message_then_batch_then_queue() {
-        let body = json!(1);
+        let body = raw(json!(1));
         assert_eq!(prepare(input(&body, None, Some(3)), Some(5)).unwrap().delay_seconds, Some(3));
         assert_eq!(prepare(input(&body, None, None), Some(5)).unwrap().delay_seconds, Some(5));
         assert_eq!(prepare(input(&body, None, None), None).unwrap().delay_seconds, None, "the queue's");
@@ -162,19 +172,19 @@ mod tests {
 
     #[test]
     fn bodies_are_stored_by_content_type() {
-        let text = json!("héllo");
+        let text = raw(json!("héllo"));
         assert_eq!(prepare(input(&text, Some("text"), None), None).unwrap().body, "héllo".as_bytes());
-        let b64 = json!("AAEC");
+        let b64 = raw(json!("AAEC"));
         assert_eq!(prepare(input(&b64, Some("bytes"), None), None).unwrap().body, vec![0, 1, 2]);
-        let obj = json!({"a": 1});
+        let obj = raw(json!({"a": 1}));
         assert_eq!(prepare(input(&obj, None, None), None).unwrap().body, br#"{"a":1}"#);
     }
 
     #[test]
     fn wrong_bodies_and_delays_are_refused() {
-        let obj = json!({"a": 1});
+        let obj = raw(json!({"a": 1}));
         assert!(prepare(input(&obj, Some("text"), None), None).is_err());
-        let bad = json!("not base64!");
+        let bad = raw(json!("not base64!"));
         assert!(prepare(input(&bad, Some("bytes"), None), None).is_err());
         let err = prepare(input(&obj, None, Some(43_201)), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::Delay);
@@ -183,7 +193,7 @@ mod tests {
 
     #[test]
     fn oversized_messages_are_refused() {
-        let big = Value::String("x".repeat(MAX_MESSAGE_BYTES + 1));
+        let big = raw(Value::String("x".repeat(MAX_MESSAGE_BYTES + 1)));
         let err = prepare(input(&big, Some("text"), None), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::MessageTooLarge);
     }

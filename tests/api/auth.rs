@@ -26,6 +26,8 @@ async fn verify_reports_an_active_token(pool: PgPool) {
     let resp = app.raw(Method::GET, &url, Some(&app.token), None).await;
     assert_eq!(resp.expect_ok()["status"], "active");
     assert_eq!(resp.result()["id"].as_str().unwrap().len(), 32);
+    assert_eq!(resp.result()["account_id"], app.account.to_string());
+    assert_eq!(resp.result()["scopes"], json!(["queues_read", "queues_write", "tokens_write"]));
     app.raw(Method::GET, &url, Some("skl_bogus"), None).await.expect_error(401);
 }
 

@@ -7,6 +7,7 @@ mod process;
 mod auth;
 mod chaos;
 mod consumers;
+mod dashboard;
 mod durability;
 mod messages_ack;
 mod messages_publish;

@@ -184,3 +184,16 @@ async fn publishing_to_a_paused_queue_is_allowed(pool: PgPool) {
     app.publish(&q, json!({"body": 1})).await;
     assert_eq!(app.backlog(&q).await, 1);
 }
+
+#[sqlx::test]
+async fn a_json_body_keeps_its_exact_bytes(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    let sent = r#"{"zebra": 1, "apple": [2.50, 1e3], "big": 12345678901234567890123}"#;
+    let request = format!(r#"{{"content_type": "json", "body": {sent}}}"#);
+    let url = app.url(&format!("queues/{q}/messages"));
+    app.raw(reqwest::Method::POST, &url, Some(&app.token), Some(request.into_bytes())).await.expect_ok();
+    let got = app.pull(&q, json!({})).await;
+    let bytes = BASE64.decode(got[0]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(String::from_utf8(bytes).unwrap(), sent, "key order, spacing and number spelling kept");
+}

@@ -75,3 +75,91 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
     assert_eq!(app.backlog(&theirs).await, 1);
     assert_eq!(app.ack(&theirs, &[&their_lease], json!([])).await["ackCount"], 1);
 }
+
+/// Every endpoint, with every combination of scopes, tried by another account with the victim's queue,
+/// consumer, lease, ref and token ids, on the victim's path and on its own: never a success that
+/// touches the victim, never a server error.
+#[sqlx::test]
+async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let victim_q = app.pull_queue("victim", json!({})).await;
+    app.publish_texts(&victim_q, &["one", "two"]).await;
+    let consumer = app.get(&format!("queues/{victim_q}/consumers")).await.expect_ok()[0]["consumer_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let lease_id =
+        lease(&app.pull(&victim_q, json!({"batch_size": 1, "visibility_timeout_ms": 600_000})).await[0]).to_owned();
+    let peeked = app.post(&format!("queues/{victim_q}/messages/peek"), json!({})).await;
+    let reference = peeked.expect_ok()["messages"][0]["ref"].as_str().unwrap().to_owned();
+    let victim_token = app.get("tokens").await.expect_ok()[0]["id"].as_str().unwrap().to_owned();
+
+    let scope_sets: Vec<Vec<Scope>> = (0u8..8)
+        .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
+        .collect();
+    let mut tried = 0;
+    for scopes in scope_sets {
+        // A token with no scope is still a valid token of its account.
+        let (mallory, token) = new_account(&pool, "mallory", &scopes).await;
+        let prefixes = [
+            format!("{}/client/v4/accounts/{}", app.address, app.account), // the victim's path
+            format!("{}/client/v4/accounts/{mallory}", app.address),       // the victim's ids on Mallory's path
+        ];
+        for prefix in &prefixes {
+            let q = &victim_q;
+            let cases: Vec<(Method, String, serde_json::Value)> = vec![
+                (Method::GET, "queues".into(), json!(null)),
+                (Method::POST, "queues".into(), json!({"queue_name": "intruder"})),
+                (Method::GET, format!("queues/{q}"), json!(null)),
+                (Method::PUT, format!("queues/{q}"), json!({"queue_name": "renamed"})),
+                (Method::PATCH, format!("queues/{q}"), json!({"settings": {"delivery_paused": true}})),
+                (Method::DELETE, format!("queues/{q}"), json!(null)),
+                (Method::GET, format!("queues/{q}/metrics"), json!(null)),
+                (Method::GET, format!("queues/{q}/stats"), json!(null)),
+                (Method::GET, "stats/queues".into(), json!(null)),
+                (Method::POST, format!("queues/{q}/purge"), json!({"delete_messages_permanently": true})),
+                (Method::GET, format!("queues/{q}/purge"), json!(null)),
+                (Method::GET, format!("queues/{q}/consumers"), json!(null)),
+                (Method::POST, format!("queues/{q}/consumers"), json!({"type": "http_pull"})),
+                (Method::GET, format!("queues/{q}/consumers/{consumer}"), json!(null)),
+                (Method::PUT, format!("queues/{q}/consumers/{consumer}"), json!({"settings": {}})),
+                (Method::DELETE, format!("queues/{q}/consumers/{consumer}"), json!(null)),
+                (Method::POST, format!("queues/{q}/consumers/{consumer}/rotate_secret"), json!({})),
+                (Method::POST, format!("queues/{q}/messages"), json!({"body": 1})),
+                (Method::POST, format!("queues/{q}/messages/batch"), json!({"messages": [{"body": 1}]})),
+                (Method::POST, format!("queues/{q}/messages/pull"), json!({})),
+                (
+                    Method::POST,
+                    format!("queues/{q}/messages/ack"),
+                    json!({"acks": [{"lease_id": lease_id}], "retries": [{"lease_id": lease_id}]}),
+                ),
+                (Method::POST, format!("queues/{q}/messages/peek"), json!({})),
+                (Method::POST, format!("queues/{q}/messages/purge"), json!({"refs": [{"ref": reference}]})),
+                (Method::GET, "tokens".into(), json!(null)),
+                (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
+                (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
+            ];
+            for (method, path, body) in cases {
+                let body = (!body.is_null()).then(|| body.to_string().into_bytes());
+                let resp = app.raw(method.clone(), &format!("{prefix}/{path}"), Some(&token), body).await;
+                tried += 1;
+                assert!(resp.status < 500, "{method} {prefix}/{path} with {scopes:?}: {} {}", resp.status, resp.body);
+                let on_own_collection = prefix.contains(&mallory.to_string())
+                    && matches!(path.as_str(), "queues" | "stats/queues" | "tokens");
+                if !on_own_collection {
+                    assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
+                } else if resp.status == 200 {
+                    assert!(!resp.body.to_string().contains(&*victim_q), "{path} showed the victim's queue");
+                }
+            }
+        }
+    }
+    assert_eq!(tried, 8 * 2 * 26);
+    // The victim is untouched.
+    let queue = app.get(&format!("queues/{victim_q}")).await;
+    assert_eq!(queue.expect_ok()["queue_name"], "victim");
+    assert_eq!(queue.result()["settings"]["delivery_paused"], false);
+    assert_eq!(app.backlog(&victim_q).await, 2);
+    assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);
+    assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
+}

@@ -28,7 +28,9 @@ async fn a_delivery_carries_the_batch_signed_and_a_bare_2xx_acks_it(pool: PgPool
     let app = spawn_app(pool.clone()).await;
     let receiver = Receiver::start(|_| Answer::status(204)).await;
     let hook = app.webhook_queue("orders", &receiver.url, json!({})).await;
-    app.publish(&hook.queue, json!({"body": {"n": 1}, "content_type": "json"})).await;
+    let ordered = r#"{"content_type": "json", "body": {"z": 1, "n": 1.50}}"#;
+    let url = app.url(&format!("queues/{}/messages", hook.queue));
+    app.raw(reqwest::Method::POST, &url, Some(&app.token), Some(ordered.as_bytes().to_vec())).await.expect_ok();
     app.publish(&hook.queue, json!({"body": "hi", "content_type": "text"})).await;
     app.publish(&hook.queue, json!({"body": BASE64.encode([1u8, 2]), "content_type": "bytes"})).await;
     let d = dispatcher(&pool, TIMEOUT).await;
@@ -48,6 +50,11 @@ async fn a_delivery_carries_the_batch_signed_and_a_bare_2xx_acks_it(pool: PgPool
     assert!((ts * 1000 - db_now_ms(&pool).await).abs() < 60_000);
     let body = &delivery.body;
     assert_eq!(body["queue"], "orders");
+    assert!(
+        delivery.raw.contains(r#""body":{"z": 1, "n": 1.50}"#),
+        "a json body is embedded byte for byte: {}",
+        delivery.raw
+    );
     assert_eq!(body["queue_id"], hook.queue.as_str());
     assert_eq!(body["consumer_id"], hook.consumer.as_str());
     let messages = body["messages"].as_array().unwrap();
@@ -55,7 +62,7 @@ async fn a_delivery_carries_the_batch_signed_and_a_bare_2xx_acks_it(pool: PgPool
     assert_eq!(
         bodies,
         [
-            (json!("json"), json!({"n": 1})),
+            (json!("json"), json!({"z": 1, "n": 1.5})),
             (json!("text"), json!("hi")),
             (json!("bytes"), json!(BASE64.encode([1u8, 2]))),
         ]

@@ -66,6 +66,20 @@ async function api(method, apiPath, body, token = TOKEN) {
   return { status: res.status, json };
 }
 
+/** Cleanup after a failed run: deletes this run's queues (and tokens) left behind. */
+async function removeQueues(prefix) {
+  const { json } = await api('GET', `/accounts/${ACCOUNT}/queues?per_page=1000`);
+  for (const q of (json.result || []).filter((q) => q.queue_name.startsWith(prefix))) {
+    await api('DELETE', `/accounts/${ACCOUNT}/queues/${q.queue_id}`);
+  }
+}
+async function removeTokens(prefix) {
+  const { json } = await api('GET', `/accounts/${ACCOUNT}/tokens`);
+  for (const tok of (json.result || []).filter((tok) => tok.name.startsWith(prefix))) {
+    await api('DELETE', `/accounts/${ACCOUNT}/tokens/${tok.id}`);
+  }
+}
+
 /**
  * A fresh browser context and page that records console errors, uncaught exceptions and every URL
  * it requests or navigates to. `allowed` lists console errors the test provokes on purpose.
@@ -183,8 +197,19 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
   const queueName = `e2e-${RUN}`;
   const dlqName = `e2e-${RUN}-dlq`;
   const tokenName = `e2e-token-${RUN}`;
+  // The steps share one page: after a failure, the rest are skipped rather than failing in cascade.
+  let failed = null;
+  const step = (name, fn) => t.test(name, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
+    try {
+      await fn();
+    } catch (err) {
+      failed = name;
+      await shot(page, `failed-${name.replace(/[^a-z0-9]+/gi, '-')}.png`).catch(() => {});
+      throw err;
+    }
+  });
   try {
-    await t.test('sign in', async () => {
+    await step('sign in', async () => {
       await signIn(page);
       await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
       await page.getByRole('navigation', { name: 'Main' }).waitFor();
@@ -194,7 +219,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
     });
 
     let queueUrl;
-    await t.test('create a queue', async () => {
+    await step('create a queue', async () => {
       await page.getByLabel('New queue name').fill(queueName);
       await page.getByRole('button', { name: 'Create queue' }).click();
       await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
@@ -205,7 +230,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await waitForText(page.locator('.toast-text'), `Queue ${queueName} created.`);
     });
 
-    await t.test('send messages and see the backlog change', async () => {
+    await step('send messages and see the backlog change', async () => {
       await page.getByLabel('Content type').selectOption('text');
       await page.getByLabel('Message body').fill('hello from the e2e test');
       await page.getByRole('button', { name: 'Send message' }).click();
@@ -225,7 +250,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await waitForText(tile(page, 'Backlog'), '2');
     });
 
-    await t.test('the queue list shows the backlog', async () => {
+    await step('the queue list shows the backlog', async () => {
       await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
       const row = page.locator('tr', { has: page.getByRole('link', { name: queueName, exact: true }) });
       await waitForText(row.locator('td[data-label="Backlog"] .value'), '2');
@@ -235,7 +260,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
     });
 
-    await t.test('the live chart shows throughput and backlog', async () => {
+    await step('the live chart shows throughput and backlog', async () => {
       // The server's series fills within seconds; the page polls by itself.
       await waitForText(page.locator('.totals'), /Last 10 minutes: 2 published, 0 acked\./, 30000);
       const published = page.locator('path.chart-line[data-series="published"]');
@@ -254,7 +279,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await shot(page, 'queue-desktop.png');
     });
 
-    await t.test('peek shows the messages, oldest first', async () => {
+    await step('peek shows the messages, oldest first', async () => {
       await page.getByRole('button', { name: 'Peek', exact: true }).click();
       const items = page.getByRole('list', { name: 'Peeked messages' }).getByRole('listitem');
       await waitForText(items.nth(0).locator('.message-body'), 'hello from the e2e test');
@@ -265,7 +290,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await shot(page, 'queue-peek-desktop.png', { fullPage: true });
     });
 
-    await t.test('delete a peeked message, then purge the queue', async () => {
+    await step('delete a peeked message, then purge the queue', async () => {
       const items = page.getByRole('list', { name: 'Peeked messages' }).getByRole('listitem');
       await items.nth(0).getByRole('checkbox').check();
       await page.getByRole('button', { name: 'Delete 1 selected' }).click();
@@ -285,7 +310,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       assert.equal(await items.count(), 0);
     });
 
-    await t.test('pause and resume delivery; edit the settings', async () => {
+    await step('pause and resume delivery; edit the settings', async () => {
       await page.getByRole('button', { name: 'Pause delivery' }).click();
       await waitForText(page.getByText('Delivery paused', { exact: true }), 'Delivery paused');
       await page.getByRole('button', { name: 'Resume delivery' }).click();
@@ -302,7 +327,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await waitForText(page.getByRole('alert').filter({ hasText: 'Message retention' }), /whole number from 60 to 1,209,600/);
     });
 
-    await t.test('a consumer: create a webhook, rotate its secret, edit, delete; dead-letter queue', async () => {
+    await step('a consumer: create a webhook, rotate its secret, edit, delete; dead-letter queue', async () => {
       const card = page.getByRole('region', { name: 'Consumer' });
       await card.getByRole('button', { name: 'Add a consumer' }).click();
       await card.getByRole('radio', { name: /^Webhook/ }).check();
@@ -339,7 +364,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await waitForText(card.getByText(/^No consumer/), /No consumer\. Messages wait in the queue/);
     });
 
-    await t.test('phone-sized screen', async () => {
+    await step('phone-sized screen', async () => {
       await page.setViewportSize(PHONE);
       await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
       // The layout (and the chart, redrawn for the new width) settles within a frame or two.
@@ -349,6 +374,13 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       assert.ok(fits, `the page is ${overflow}px wider than a phone screen`);
       const svgWidth = await page.locator('svg.chart-svg').first().evaluate((el) => el.getBoundingClientRect().width);
       assert.ok(svgWidth > 250 && svgWidth <= PHONE.width, `the chart fits the phone (${svgWidth}px)`);
+      // Toasts can be dismissed; then show the activity card (the charts) below the sticky top bar.
+      await page.evaluate(() => document.querySelectorAll('.toast-close').forEach((b) => b.click()));
+      await page.locator('.toast').first().waitFor({ state: 'detached' });
+      await page.evaluate(() => {
+        const card = document.getElementById('activity-title').closest('.card');
+        window.scrollTo(0, card.getBoundingClientRect().top + window.scrollY - 70);
+      });
       await shot(page, 'queue-phone.png');
       await shot(page, 'queue-phone-full.png', { fullPage: true });
       await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
@@ -358,7 +390,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await page.setViewportSize(DESKTOP);
     });
 
-    await t.test('create a token (shown once, copied), then revoke it', async () => {
+    await step('create a token (shown once, copied), then revoke it', async () => {
       await page.getByRole('link', { name: 'Tokens' }).click();
       await page.getByRole('heading', { name: 'API tokens', level: 1 }).waitFor();
       await page.getByLabel('Token name').fill(tokenName);
@@ -391,7 +423,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       assert.ok(!json.result.some((tok) => tok.name === tokenName), 'the token is revoked on the server');
     });
 
-    await t.test('delete the queues', async () => {
+    await step('delete the queues', async () => {
       for (const name of [queueName, dlqName]) {
         await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
         await page.getByRole('link', { name, exact: true }).click();
@@ -404,7 +436,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       }
     });
 
-    await t.test('sign out', async () => {
+    await step('sign out', async () => {
       await page.getByRole('button', { name: 'Sign out' }).click();
       await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
       await waitForText(page.getByRole('status').filter({ hasText: 'signed out' }), 'You are signed out.');
@@ -415,11 +447,14 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
     });
 
+    assert.equal(failed, null, `step "${failed}" failed`);
     assertNotLeaked(log, TOKEN);
     assertNoConsoleErrors(log);
   } finally {
     await writeFile(path.join(ARTIFACTS, 'console-main.log'), `${log.messages.join('\n')}\n`);
     await context.close();
+    await removeQueues(`e2e-${RUN}`);
+    await removeTokens(`e2e-token-${RUN}`);
   }
 });
 

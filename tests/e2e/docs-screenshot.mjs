@@ -77,7 +77,7 @@ while (Date.now() - start < SECONDS * 1000) {
       messages: Array.from({ length: publish }, () => ({ body: { order: ++n, total_cents: 1200 + ((n * 37) % 9000) }, content_type: 'json' })),
     });
   }
-  const capacity = phase < 0.3 ? 4 : phase < 0.6 ? 1 : 7;
+  const capacity = phase < 0.25 ? 4 : phase < 0.55 ? 1 : phase < 0.85 ? 7 : 2;
   const pulled = await api('POST', `/queues/${orders.queue_id}/messages/pull`, { batch_size: capacity, visibility_timeout_ms: 30000 });
   if (pulled.messages.length) {
     await api('POST', `/queues/${orders.queue_id}/messages/ack`, { acks: pulled.messages.map((m) => ({ lease_id: m.lease_id })) });

@@ -36,7 +36,10 @@ export function describe(err) {
       return `The API token was refused: ${err.message}.`;
     case 'forbidden':
       return `Not allowed: ${err.message}.`;
+    case 'invalid':
+      return err.status === 429 ? `Too many requests: ${err.message}` : err.message;
     case 'server':
+      if (err.status === 503) return `The server is unavailable for the moment: ${err.message}`;
       return `The server failed (${err.status}): ${err.message}`;
     default:
       return err.message;

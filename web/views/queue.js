@@ -26,7 +26,7 @@ function sample(queueId, s) {
 }
 
 function rate(v) {
-  if (v === 0) return '0';
+  if (Number.isInteger(v)) return String(v);
   if (v < 0.1) return v.toFixed(2);
   if (v < 10) return v.toFixed(1);
   return String(Math.round(v));

@@ -1,0 +1,25 @@
+use sqlx::PgPool;
+
+use crate::helpers::spawn_app;
+
+/// The dashboard, end to end in headless Chromium (tests/e2e/dashboard.test.mjs, driven by Playwright):
+/// sign in, create a queue, send, watch the backlog, peek, purge, tokens, sign out; a wrong token; a
+/// missing scope; an unreachable server. Screenshots land in tests/e2e/artifacts/.
+#[sqlx::test]
+async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let root = env!("CARGO_MANIFEST_DIR");
+    let output = tokio::process::Command::new("node")
+        .current_dir(root)
+        .args(["--test", "--test-concurrency=1", "tests/e2e/"])
+        .env("SKIPLOCK_URL", &app.address)
+        .env("SKIPLOCK_TOKEN", &app.token)
+        .env("SKIPLOCK_ACCOUNT", app.account.to_string())
+        .output()
+        .await
+        .expect("node runs (make test installs the e2e dependencies with tests/e2e/setup.sh)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the dashboard's browser test failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("# fail 0"), "{stdout}");
+}
