@@ -7,7 +7,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency chaos fuzz db-up db-down venv clean
+.PHONY: run test lint latency bench bench-quick chaos fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -56,6 +56,16 @@ latency:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --bins
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
+
+# W1-W5 side by side with the raw SQL ceiling and pgmq, each on a private cluster of its own
+# (README: Benchmarks). bench-quick runs in under 3 minutes; bench takes about 25.
+bench:
+	@cargo build --release --quiet --bins
+	./target/release/skiplock-bench suite
+
+bench-quick:
+	@cargo build --release --quiet --bins
+	./target/release/skiplock-bench suite --quick
 
 # The long crash suite: 5 minutes per mode, the server SIGKILLed every 0-3 s, PostgreSQL restarted at
 # every 5th kill. Figures in bench/results/chaos-*.md.

@@ -4,6 +4,8 @@
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
+//!   skiplock-bench suite [--quick]
+//!       W1-W3 and W5 beside the raw SQL ceiling and pgmq (make bench, make bench-quick).
 //!
 //! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
 //! `make latency` passes the private cluster's. The skiplock binary is the one beside this one.
@@ -11,6 +13,7 @@
 mod chaos;
 mod latency;
 mod setup;
+mod suite;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +37,8 @@ enum Command {
     },
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
+    /// W1-W3 and W5 side by side with the raw SQL ceiling and pgmq on a private cluster.
+    Suite(suite::SuiteArgs),
 }
 
 #[tokio::main]
@@ -42,5 +47,6 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
         Command::Chaos(args) => chaos::run(args).await,
+        Command::Suite(args) => suite::run(args).await,
     }
 }

@@ -64,6 +64,11 @@ impl TempCluster {
         cluster
     }
 
+    /// A program of the machine's PostgreSQL (pgbench, psql).
+    pub fn program(&self, name: &str) -> PathBuf {
+        self.bin.join(name)
+    }
+
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }

@@ -229,6 +229,16 @@ pub async fn guarded_dispatcher(
     timeout: Duration,
     guard: skiplock::dispatch::guard::AddressGuard,
 ) -> skiplock::dispatch::Dispatcher {
+    observed_dispatcher(pool, timeout, guard, Default::default()).await
+}
+
+/// A dispatcher whose events count in `metrics`.
+pub async fn observed_dispatcher(
+    pool: &PgPool,
+    timeout: Duration,
+    guard: skiplock::dispatch::guard::AddressGuard,
+    metrics: std::sync::Arc<skiplock::metrics::Metrics>,
+) -> skiplock::dispatch::Dispatcher {
     use skiplock::dispatch::{client::WebhookClient, DispatchSettings, Dispatcher};
     let signer = skiplock::queue::lease::Signer::new(skiplock::store::server_key(pool).await.unwrap());
     let settings = DispatchSettings {
@@ -237,7 +247,7 @@ pub async fn guarded_dispatcher(
         shutdown_grace: Duration::from_millis(200),
         ..DispatchSettings::default()
     };
-    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(Default::default()));
+    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics));
     Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings, activity)
 }
 

@@ -69,3 +69,32 @@ async fn every_answer_carries_a_request_id(pool: PgPool) {
         client.get(app.url("queues")).bearer_auth(&app.token).header("x-request-id", "trace-123").send().await.unwrap();
     assert_eq!(echoed.headers()["x-request-id"], "trace-123");
 }
+
+#[sqlx::test]
+async fn webhook_deliveries_are_counted_by_outcome(pool: PgPool) {
+    use std::time::Duration;
+
+    use crate::helpers::{observed_dispatcher, webhook_consumer};
+    use crate::receiver::{Answer, Receiver};
+
+    let app = spawn_app(pool.clone()).await;
+    let ok = Receiver::start(|_| Answer::status(200)).await;
+    let failing = Receiver::start(|_| Answer::status(500)).await;
+    let good = app.webhook_queue("good", &ok.url, json!({})).await;
+    let bad = app.webhook_queue("bad", &failing.url, json!({})).await;
+    app.publish_texts(&good.queue, &["a", "b", "c"]).await;
+    app.publish_texts(&bad.queue, &["d"]).await;
+    let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+    let d = observed_dispatcher(&pool, Duration::from_secs(5), guard, app.metrics.clone()).await;
+    d.dispatch_once(&webhook_consumer(&d, &good).await).await.unwrap().unwrap();
+    d.dispatch_once(&webhook_consumer(&d, &bad).await).await.unwrap().unwrap();
+
+    let text = app.metrics.render(None);
+    assert_eq!(sample(&text, "skiplock_webhook_deliveries_total", r#"outcome="ok""#), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_webhook_deliveries_total", r#"outcome="http_error""#), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_webhook_delivery_duration_seconds_count", r#"outcome="ok""#), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_messages_delivered_total", r#"consumer_type="webhook""#), Some(4.0));
+    assert_eq!(sample(&text, "skiplock_messages_acked_total", r#"consumer_type="webhook""#), Some(3.0));
+    assert_eq!(sample(&text, "skiplock_messages_retried_total", r#"consumer_type="webhook""#), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_webhook_batches_in_flight", ""), Some(0.0));
+}
