@@ -1,6 +1,7 @@
 //! Backlog figures for publish and pull answers. Counting a queue's messages costs time in proportion
-//! to its backlog, so each node counts a queue at most once a second and keeps the figure up to date
-//! with its own publishes and acks in between; the answers call these metrics best effort.
+//! to its backlog, so each node counts a queue at most about once a second, by one request at a time
+//! (the others answer with the figure at hand), and keeps the figure up to date with its own publishes
+//! and acks in between. The answers call these metrics best effort; `GET .../metrics` always counts.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,38 +15,68 @@ use crate::store::{self, queues::Backlog};
 const FRESH_FOR: Duration = Duration::from_secs(1);
 const CAPACITY: usize = 10_000;
 
+struct Entry {
+    backlog: Backlog,
+    counted_at: Instant,
+    /// A request is counting this queue now; others use the figure at hand meanwhile.
+    counting: bool,
+}
+
 #[derive(Default)]
 pub struct BacklogCache {
-    entries: Mutex<HashMap<QueueId, (Backlog, Instant)>>,
+    entries: Mutex<HashMap<QueueId, Entry>>,
 }
 
 impl BacklogCache {
-    /// The queue's backlog, counted if the figure at hand is older than a second.
+    /// The queue's backlog: counted if the figure at hand is older than a second and nobody is
+    /// counting it already.
     pub async fn get(&self, pool: &PgPool, queue: QueueId) -> Result<Backlog, sqlx::Error> {
-        if let Some((backlog, at)) = self.entries.lock().expect("backlog lock").get(&queue) {
-            if at.elapsed() < FRESH_FOR {
-                return Ok(*backlog);
+        {
+            let mut entries = self.entries.lock().expect("backlog lock");
+            if let Some(entry) = entries.get_mut(&queue) {
+                if entry.counting || entry.counted_at.elapsed() < FRESH_FOR {
+                    return Ok(entry.backlog);
+                }
+                entry.counting = true;
             }
         }
-        let counted = store::queues::backlog(pool, queue).await?;
+        let counted = store::queues::backlog(pool, queue).await;
         let mut entries = self.entries.lock().expect("backlog lock");
+        let counted = match counted {
+            Ok(counted) => counted,
+            Err(err) => {
+                if let Some(entry) = entries.get_mut(&queue) {
+                    entry.counting = false;
+                }
+                return Err(err);
+            }
+        };
         if entries.len() >= CAPACITY {
-            entries.retain(|_, (_, at)| at.elapsed() < FRESH_FOR);
+            entries.retain(|_, e| e.counted_at.elapsed() < FRESH_FOR);
         }
-        entries.insert(queue, (counted, Instant::now()));
+        entries.insert(queue, Entry { backlog: counted, counted_at: Instant::now(), counting: false });
         Ok(counted)
     }
 
     /// Adds messages this node just stored.
     pub fn added(&self, queue: QueueId, count: usize, bytes: usize, oldest: chrono::DateTime<chrono::Utc>) {
-        if let Some((backlog, _)) = self.entries.lock().expect("backlog lock").get_mut(&queue) {
-            backlog.count += count as i64;
-            backlog.bytes += bytes as i64;
-            backlog.oldest = backlog.oldest.or(Some(oldest));
+        if let Some(entry) = self.entries.lock().expect("backlog lock").get_mut(&queue) {
+            entry.backlog.count += count as i64;
+            entry.backlog.bytes += bytes as i64;
+            entry.backlog.oldest = entry.backlog.oldest.or(Some(oldest));
         }
     }
 
-    /// Forgets the figure after messages left the queue (acks, purges), so the next one is counted.
+    /// Takes away messages this node just deleted (acks, purges by ref).
+    pub fn removed(&self, queue: QueueId, count: usize, bytes: i64) {
+        if let Some(entry) = self.entries.lock().expect("backlog lock").get_mut(&queue) {
+            entry.backlog.count = (entry.backlog.count - count as i64).max(0);
+            entry.backlog.bytes = (entry.backlog.bytes - bytes).max(0);
+        }
+    }
+
+    /// Forgets the figure after a change it cannot follow (a purge, a dead-lettering), so the next
+    /// answer counts.
     pub fn forget(&self, queue: QueueId) {
         self.entries.lock().expect("backlog lock").remove(&queue);
     }

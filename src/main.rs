@@ -1,5 +1,10 @@
 use clap::Parser;
 
+// glibc's allocator keeps hundreds of megabytes of freed request buffers under many concurrent
+// connections (measured: 1 GB peak RSS at 64 clients); mimalloc returns them.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() {
     let cli = skiplock::cli::Cli::parse();

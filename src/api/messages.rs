@@ -316,9 +316,9 @@ pub async fn ack(
 
     if !acked.is_empty() {
         let gone = store::messages::delete(&state.pool, queue, &acked).await?;
+        state.backlog.removed(queue, gone.ids.len(), gone.bytes);
         let kind = target.consumer.as_ref().and_then(|c| ConsumerKind::parse(&c.kind).ok());
-        state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.len());
-        state.backlog.forget(queue);
+        state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
     }
     let mut retry_count = 0;
     if !retries.is_empty() {
@@ -408,8 +408,9 @@ pub async fn purge(
         }
     }
     let ids: Vec<MessageId> = wanted.iter().map(|(id, _)| *id).collect();
-    let deleted: HashSet<MessageId> = store::messages::delete(&state.pool, queue.id, &ids).await?.into_iter().collect();
-    state.backlog.forget(queue.id);
+    let gone = store::messages::delete(&state.pool, queue.id, &ids).await?;
+    state.backlog.removed(queue.id, gone.ids.len(), gone.bytes);
+    let deleted: HashSet<MessageId> = gone.ids.into_iter().collect();
     for (id, reference) in wanted {
         if !deleted.contains(&id) {
             warnings.insert(reference.to_owned(), "the message is no longer in the queue");

@@ -302,7 +302,7 @@ impl Dispatcher {
             match store::messages::delete(&self.pool, c.queue_id, &acks).await {
                 Ok(gone) => {
                     outcome.acked = acks.len();
-                    self.activity.acked(c.queue_id, ConsumerKind::Webhook, gone.len());
+                    self.activity.acked(c.queue_id, ConsumerKind::Webhook, gone.ids.len());
                 }
                 Err(err) => tracing::warn!(error = %err, "applying acks failed; the messages will be delivered again"),
             }

@@ -312,18 +312,29 @@ pub async fn peek(
 
 /// Deletes the given messages of the queue (acks and purges by ref); returns the ids that were there.
 /// Rows are locked in id order, as retries lock them, so the two cannot deadlock.
-pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Vec<MessageId>, sqlx::Error> {
-    sqlx::query_scalar(
+pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
+    let rows: Vec<(MessageId, i32)> = sqlx::query_as(
         "with doomed as (
                  select id from messages where queue_id = $1 and id = any($2) order by id for update),
-              gone as (delete from messages m using doomed d where m.id = d.id returning m.id),
+              gone as (delete from messages m using doomed d where m.id = d.id returning m.id, m.size),
               bodies as (delete from message_bodies b using gone where b.id = gone.id)
-         select id from gone",
+         select id, size from gone",
     )
     .bind(queue)
     .bind(ids)
     .fetch_all(db)
-    .await
+    .await?;
+    Ok(Deleted {
+        bytes: rows.iter().map(|(_, size)| i64::from(*size)).sum(),
+        ids: rows.into_iter().map(|(id, _)| id).collect(),
+    })
+}
+
+/// The messages a delete found, and their total size.
+#[derive(Debug, Default)]
+pub struct Deleted {
+    pub ids: Vec<MessageId>,
+    pub bytes: i64,
 }
 
 /// Deletes every message of a queue (queue deletion and purge), locking in id order like `delete`.
