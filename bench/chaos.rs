@@ -45,6 +45,10 @@ pub struct ChaosArgs {
     /// Restart PostgreSQL (immediate mode) at every Nth kill.
     #[arg(long, default_value_t = 4)]
     pub pg_restart_every: u64,
+    /// Messages published per second by all producers together (0: as fast as they can). A webhook
+    /// consumer drains more slowly than pullers, so the webhook mode publishes at 1,000/s by default.
+    #[arg(long)]
+    pub publish_rate: Option<u64>,
 }
 
 const VISIBILITY_MS: u64 = 2_000;
@@ -191,7 +195,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
             let consumer = json!({
                 "type": "webhook", "url": format!("http://127.0.0.1:{}/hook", receiver.port),
                 "dead_letter_queue": "chaos-dlq",
-                "settings": {"max_retries": MAX_RETRIES, "max_wait_time_ms": 100, "batch_size": 20, "max_concurrency": 4},
+                "settings": {"max_retries": MAX_RETRIES, "max_wait_time_ms": 100, "batch_size": 50, "max_concurrency": 8},
             });
             client
                 .post(&format!("queues/{queue}/consumers"), &consumer)
@@ -203,8 +207,11 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let history: Arc<Mutex<History>> = Arc::default();
     let stop = CancellationToken::new();
     let mut load = tokio::task::JoinSet::new();
+    let rate = args.publish_rate.unwrap_or(if args.mode == Mode::Webhook { 1_000 } else { 0 });
+    // Each producer publishes batches of 10; spaced so that together they keep `rate`.
+    let pause = (rate > 0).then(|| Duration::from_secs_f64(10.0 * args.producers as f64 / rate as f64));
     for p in 0..args.producers {
-        load.spawn(produce(client.clone(), queue.clone(), p, history.clone(), stop.clone()));
+        load.spawn(produce(client.clone(), queue.clone(), p, history.clone(), stop.clone(), pause));
     }
     if args.mode == Mode::Pull {
         for _ in 0..args.consumers {
@@ -233,7 +240,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     while load.join_next().await.is_some() {}
 
     // Drain: everything still stored is delivered once more and acked (the DLQ too).
-    let drain_deadline = Instant::now() + Duration::from_secs(120);
+    let drain_deadline = Instant::now() + Duration::from_secs(600);
     let dlq_id = {
         let resp =
             client.http.get(format!("{}/queues?name=chaos-dlq", client.base)).bearer_auth(&client.token).send().await?;
@@ -293,10 +300,14 @@ async fn produce(
     producer: usize,
     history: Arc<Mutex<History>>,
     stop: CancellationToken,
+    pause: Option<Duration>,
 ) {
     for batch in 0.. {
         if stop.is_cancelled() {
             return;
+        }
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
         }
         let bodies: Vec<String> = (0..10).map(|i| format!("p{producer}-{batch}-{i}")).collect();
         let delay = (batch % 7 == 0).then_some(1);
