@@ -1,9 +1,11 @@
-//! Background upkeep every node runs: deleting messages past their queue's retention period. The work
-//! is idempotent and claims rows with SKIP LOCKED, so any number of nodes can run it at once.
-
-use std::time::Duration;
+//! Background upkeep every node runs: deleting messages past their queue's retention period, and
+//! vacuuming the message tables often. Claims and acks leave a dead row behind for every message;
+//! autovacuum visits a database at most once a minute, far too rarely for a queue, and claims slow
+//! down as they walk dead index entries (PERF-NOTES.md). The work is idempotent: sweeps claim rows with
+//! SKIP LOCKED and a vacuum another node is running is skipped, so any number of nodes can run it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +23,34 @@ pub async fn sweep_expired(pool: &PgPool) -> Result<u64, sqlx::Error> {
         total += deleted;
         if deleted < SWEEP_BATCH as u64 {
             return Ok(total);
+        }
+    }
+}
+
+/// How often the narrow, hot `messages` table is vacuumed; `message_bodies`, larger and written only
+/// on publish and ack, every `BODIES_EVERY`th time.
+pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
+const BODIES_EVERY: u32 = 6;
+
+/// Vacuums `messages` (and `message_bodies` when `bodies`), skipping a table another node is vacuuming.
+pub async fn vacuum(pool: &PgPool, bodies: bool) -> Result<(), sqlx::Error> {
+    // VACUUM refuses a transaction block; raw_sql sends it alone with the simple protocol.
+    sqlx::raw_sql("vacuum (skip_locked) messages").execute(pool).await?;
+    if bodies {
+        sqlx::raw_sql("vacuum (skip_locked) message_bodies").execute(pool).await?;
+    }
+    Ok(())
+}
+
+pub async fn run_vacuum(pool: PgPool, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(VACUUM_EVERY);
+    for round in 0u32.. {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if let Err(err) = vacuum(&pool, round % BODIES_EVERY == 0).await {
+            tracing::warn!(error = %err, "vacuuming the message tables failed; will retry");
         }
     }
 }

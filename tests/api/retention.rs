@@ -31,3 +31,30 @@ async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool:
     assert_eq!(left.expect_ok()["messages"][0]["body"], "fresh");
     assert_eq!(left.result()["messages"].as_array().unwrap().len(), 1);
 }
+
+#[sqlx::test]
+async fn the_message_tables_are_vacuumed_from_the_service(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a", "b", "c"]).await;
+    let pulled = app.pull(&q, json!({"batch_size": 3})).await;
+    let leases: Vec<&str> = pulled.iter().map(crate::helpers::lease).collect();
+    app.ack(&q, &leases, json!([])).await;
+    skiplock::maintenance::vacuum(&pool, true).await.unwrap();
+    // Vacuum statistics reach pg_stat_user_tables shortly after; wait for them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let vacuumed: i64 = sqlx::query_scalar(
+            "select count(*) from pg_stat_user_tables
+             where relname in ('messages', 'message_bodies') and vacuum_count > 0 and n_dead_tup = 0",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if vacuumed == 2 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the message tables were not vacuumed");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
