@@ -40,6 +40,48 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
+/// Migrates the database and creates an account; returns its id and a token with every scope.
+pub async fn prepare(database_url: &str) -> anyhow::Result<(String, String)> {
+    let status = Command::new(skiplock_binary()).arg("migrate").env("DATABASE_URL", database_url).status().await?;
+    if !status.success() {
+        bail!("skiplock migrate failed");
+    }
+    let out = Command::new(skiplock_binary())
+        .args(["account", "create", "--name", "bench"])
+        .env("DATABASE_URL", database_url)
+        .output()
+        .await?;
+    let created: Value = serde_json::from_slice(&out.stdout).context("account create output")?;
+    let field = |key: &str| created[key].as_str().unwrap_or_default().to_owned();
+    Ok((field("account_id"), field("token")))
+}
+
+/// Starts `skiplock serve --no-migrate` with `args` and `env` on free ports and waits until it answers;
+/// returns the process and its base URL.
+pub async fn serve(database_url: &str, args: &[&str], env: &[(&str, String)]) -> anyhow::Result<(Child, String)> {
+    let port = free_port();
+    let server = Command::new(skiplock_binary())
+        .args(["serve", "--no-migrate"])
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
+        .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
+        .env("SKIPLOCK_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reqwest::get(format!("{base}/healthz")).await.is_err() {
+        if Instant::now() > deadline {
+            bail!("skiplock did not start");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok((server, base))
+}
+
 impl Env {
     /// A fresh database, migrated, with a running server (all roles) and an account.
     pub async fn start(extra_env: &[(&str, String)]) -> anyhow::Result<Env> {
@@ -48,46 +90,10 @@ impl Env {
         let mut admin = PgConnection::connect(&admin_url).await.context("connecting to DATABASE_URL")?;
         sqlx::query(&format!("create database {database}")).execute(&mut admin).await?;
         let database_url = with_database(&admin_url, &database);
-        let status = Command::new(skiplock_binary()).arg("migrate").env("DATABASE_URL", &database_url).status().await?;
-        if !status.success() {
-            bail!("skiplock migrate failed");
-        }
-        let out = Command::new(skiplock_binary())
-            .args(["account", "create", "--name", "bench"])
-            .env("DATABASE_URL", &database_url)
-            .output()
-            .await?;
-        let created: Value = serde_json::from_slice(&out.stdout).context("account create output")?;
-        let port = free_port();
-        let server = Command::new(skiplock_binary())
-            .args(["serve", "--no-migrate"])
-            .env("DATABASE_URL", &database_url)
-            .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
-            .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
-            .env("SKIPLOCK_LOG", "warn")
-            .envs(extra_env.iter().map(|(k, v)| (*k, v.as_str())))
-            .stdout(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        let base = format!("http://127.0.0.1:{port}");
+        let (account, token) = prepare(&database_url).await?;
+        let (server, base) = serve(&database_url, &[], extra_env).await?;
         let client = reqwest::Client::builder().pool_max_idle_per_host(256).build()?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.get(format!("{base}/healthz")).send().await.is_err() {
-            if Instant::now() > deadline {
-                bail!("skiplock did not start");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(Env {
-            admin_url,
-            database,
-            database_url,
-            server,
-            base,
-            account: created["account_id"].as_str().unwrap_or_default().to_owned(),
-            token: created["token"].as_str().unwrap_or_default().to_owned(),
-            client,
-        })
+        Ok(Env { admin_url, database, database_url, server, base, account, token, client })
     }
 
     pub fn url(&self, path: &str) -> String {

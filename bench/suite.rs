@@ -3,7 +3,6 @@
 //! one private PostgreSQL cluster, with 1 KiB messages. Runs alternate between systems and repeat;
 //! the table shows medians. W4 (push latency) is `latency`.
 
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,8 +12,6 @@ use serde_json::{json, Value};
 use skiplock::testkit::TempCluster;
 use sqlx::{Connection, PgConnection};
 use tokio::process::{Child, Command};
-
-use crate::setup::{free_port, skiplock_binary};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SuiteArgs {
@@ -90,53 +87,16 @@ impl Bench {
         exec(&admin, "create database skiplock; create database pgmqbench").await?;
         let skiplock_url = pg.url("skiplock");
         let pgmq_url = pg.url("pgmqbench");
-        let status = Command::new(skiplock_binary()).arg("migrate").env("DATABASE_URL", &skiplock_url).status().await?;
-        if !status.success() {
-            bail!("migrate failed");
-        }
-        let out = Command::new(skiplock_binary())
-            .args(["account", "create", "--name", "bench"])
-            .env("DATABASE_URL", &skiplock_url)
-            .output()
-            .await?;
-        let created: Value = serde_json::from_slice(&out.stdout).context("account create")?;
+        let (account, token) = crate::setup::prepare(&skiplock_url).await?;
         let pool = sqlx::PgPool::connect(&pgmq_url).await?;
         pgmq::PGMQueueExt::new_with_pool(pool.clone()).await.install_sql_from_embedded().await?;
         pool.close().await;
-        let port = free_port();
-        let server = Command::new(skiplock_binary())
-            .args(["serve", "--roles", "api", "--no-migrate"])
-            .env("DATABASE_URL", &skiplock_url)
-            .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
-            .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
-            .env("SKIPLOCK_RATE_LIMIT", "0")
-            .env("SKIPLOCK_LOG", "warn")
-            .stdout(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
+        let (server, address) =
+            crate::setup::serve(&skiplock_url, &["--roles", "api"], &[("SKIPLOCK_RATE_LIMIT", "0".into())]).await?;
         let server_pid = server.id().context("server pid")?;
         let http = reqwest::Client::builder().pool_max_idle_per_host(128).build()?;
-        let base = format!(
-            "http://127.0.0.1:{port}/client/v4/accounts/{}",
-            created["account_id"].as_str().unwrap_or_default()
-        );
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http.get(format!("http://127.0.0.1:{port}/healthz")).send().await.is_err() {
-            if Instant::now() > deadline {
-                bail!("skiplock did not start");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(Bench {
-            pg,
-            server,
-            server_pid,
-            http,
-            base,
-            token: created["token"].as_str().unwrap_or_default().to_owned(),
-            skiplock_url,
-            pgmq_url,
-        })
+        let base = format!("{address}/client/v4/accounts/{account}");
+        Ok(Bench { pg, server, server_pid, http, base, token, skiplock_url, pgmq_url })
     }
 
     async fn post(&self, path: &str, body: &Value) -> anyhow::Result<Value> {

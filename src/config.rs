@@ -72,51 +72,30 @@ impl Settings {
                 })
             })
             .collect::<Result<_, _>>()?;
-        let pool_raw = get("SKIPLOCK_DB_POOL_SIZE").unwrap_or_else(|| "16".into());
-        let db_pool_size = pool_raw.parse::<u32>().ok().filter(|n| (1..=1000).contains(n)).ok_or_else(|| {
-            ConfigError(format!("SKIPLOCK_DB_POOL_SIZE={pool_raw:?} must be a number from 1 to 1000"))
-        })?;
-        let timeout_raw = get("SKIPLOCK_WEBHOOK_TIMEOUT_MS").unwrap_or_else(|| "30000".into());
-        let webhook_timeout = timeout_raw
-            .parse::<u64>()
-            .ok()
-            .filter(|ms| (100..=600_000).contains(ms))
-            .map(Duration::from_millis)
-            .ok_or_else(|| {
-                ConfigError(format!(
-                    "SKIPLOCK_WEBHOOK_TIMEOUT_MS={timeout_raw:?} must be milliseconds from 100 to 600000"
-                ))
-            })?;
-        let max_raw = get("SKIPLOCK_METRICS_MAX_QUEUES").unwrap_or_else(|| "500".into());
-        let metrics_max_queues = max_raw.parse::<usize>().ok().filter(|n| *n <= 100_000).ok_or_else(|| {
-            ConfigError(format!("SKIPLOCK_METRICS_MAX_QUEUES={max_raw:?} must be a number from 0 to 100000"))
-        })?;
-        let every_raw = get("SKIPLOCK_QUEUE_GAUGES_EVERY_MS").unwrap_or_else(|| "10000".into());
-        let queue_gauges_every = every_raw
-            .parse::<u64>()
-            .ok()
-            .filter(|ms| (100..=3_600_000).contains(ms))
-            .map(Duration::from_millis)
-            .ok_or_else(|| {
-                ConfigError(format!(
-                    "SKIPLOCK_QUEUE_GAUGES_EVERY_MS={every_raw:?} must be milliseconds from 100 to 3600000"
-                ))
-            })?;
-        let number = |key: &str, default: i64, max: i64| -> Result<i64, ConfigError> {
+        // Every numeric setting: an integer in a range, named in the message when it is not.
+        let number = |key: &str, default: i64, min: i64, max: i64| -> Result<i64, ConfigError> {
             let raw = get(key).unwrap_or_else(|| default.to_string());
             raw.parse::<i64>()
                 .ok()
-                .filter(|n| (0..=max).contains(n))
-                .ok_or_else(|| ConfigError(format!("{key}={raw:?} must be a number from 0 to {max}")))
+                .filter(|n| (min..=max).contains(n))
+                .ok_or_else(|| ConfigError(format!("{key}={raw:?} must be a number from {min} to {max}")))
         };
+        let millis = |key: &str, default: i64, min: i64, max: i64| {
+            number(key, default, min, max).map(|ms| Duration::from_millis(ms as u64))
+        };
+        let db_pool_size = number("SKIPLOCK_DB_POOL_SIZE", 16, 1, 1000)? as u32;
+        let webhook_timeout = millis("SKIPLOCK_WEBHOOK_TIMEOUT_MS", 30_000, 100, 600_000)?;
+        let metrics_max_queues = number("SKIPLOCK_METRICS_MAX_QUEUES", 500, 0, 100_000)? as usize;
+        let queue_gauges_every = millis("SKIPLOCK_QUEUE_GAUGES_EVERY_MS", 10_000, 100, 3_600_000)?;
         let defaults = Limits::default();
         let limits = Limits {
-            rate_per_second: number("SKIPLOCK_RATE_LIMIT", defaults.rate_per_second.into(), 10_000_000)? as u32,
-            rate_burst: number("SKIPLOCK_RATE_BURST", defaults.rate_burst.into(), 10_000_000)? as u32,
-            max_queues_per_account: number("SKIPLOCK_MAX_QUEUES", defaults.max_queues_per_account, 1_000_000)?,
+            rate_per_second: number("SKIPLOCK_RATE_LIMIT", defaults.rate_per_second.into(), 0, 10_000_000)? as u32,
+            rate_burst: number("SKIPLOCK_RATE_BURST", defaults.rate_burst.into(), 0, 10_000_000)? as u32,
+            max_queues_per_account: number("SKIPLOCK_MAX_QUEUES", defaults.max_queues_per_account, 0, 1_000_000)?,
             max_backlog_bytes_per_queue: number(
                 "SKIPLOCK_MAX_BACKLOG_BYTES",
                 defaults.max_backlog_bytes_per_queue,
+                0,
                 i64::MAX / 2,
             )?,
         };

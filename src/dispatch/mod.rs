@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use crate::activity::Activity;
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::{self, Decision};
-use crate::queue::consumer::{Backoff, ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
+use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
 use crate::queue::message::{encode_for_pull, ContentType};
 use crate::queue::settings::MAX_DELAY_SECONDS;
@@ -88,7 +88,7 @@ pub struct WebhookConsumer {
 
 impl From<WebhookConsumerRow> for WebhookConsumer {
     fn from(row: WebhookConsumerRow) -> Self {
-        let backoff = Backoff::parse(&row.retry_backoff).unwrap_or(Backoff::Constant);
+        let retry = store::consumers::retry_policy(row.retry_delay, &row.retry_backoff, row.retry_delay_max);
         Self {
             id: row.id,
             account_id: row.account_id,
@@ -102,11 +102,7 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
             max_wait: Duration::from_millis(row.max_wait_time_ms.max(0) as u64),
             max_concurrency: row.max_concurrency.unwrap_or(MAX_CONCURRENCY as i32),
             max_deliveries: row.max_retries + 1,
-            retry: RetryPolicy {
-                backoff,
-                max_delay: row.retry_delay_max.map_or(MAX_DELAY_SECONDS, Into::into),
-                base_delay: row.retry_delay.into(),
-            },
+            retry,
             retention_seconds: row.message_retention_period.into(),
         }
     }

@@ -32,7 +32,8 @@ pub struct ConsumerRow {
     pub retry_delay_max: Option<i32>,
 }
 
-fn retry_policy(retry_delay: i32, backoff: &str, max: Option<i32>) -> RetryPolicy {
+/// A consumer's retry policy from its columns.
+pub fn retry_policy(retry_delay: i32, backoff: &str, max: Option<i32>) -> RetryPolicy {
     RetryPolicy {
         backoff: Backoff::parse(backoff).expect("the retry_backoff column is checked by the schema"),
         max_delay: max.map_or(MAX_DELAY_SECONDS, Into::into),
