@@ -218,12 +218,14 @@ where
 {
     let metrics = req.app_data::<web::Data<Arc<Metrics>>>().cloned();
     let method = req.method().to_string();
-    let route = req.match_pattern().unwrap_or_else(|| "unmatched".into());
     let started = Instant::now();
     let response = srv.call(req);
     async move {
         let response = response.await?;
         if let Some(metrics) = metrics {
+            // After routing, the pattern comes from the resource that matched, without matching the
+            // path against every pattern again.
+            let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".into());
             let status = format!("{}xx", response.status().as_u16() / 100);
             metrics.http_requests.with_label_values(&[&method, &route, &status]).inc();
             metrics.http_duration.with_label_values(&[&method, &route]).observe(started.elapsed().as_secs_f64());

@@ -22,16 +22,13 @@ pub struct AppState {
     pub rate: RateLimiter,
 }
 
-/// Writers storing publishes, each batching what waits into one commit.
-const PUBLISH_WRITERS: usize = 4;
-
 impl AppState {
     pub async fn load(pool: PgPool, activity: Arc<Activity>, limits: Limits) -> Result<Self, sqlx::Error> {
         let key = crate::store::server_key(&pool).await?;
         Ok(Self {
             verifier: Verifier::new(pool.clone()),
             signer: Signer::new(key),
-            publisher: Publisher::start(pool.clone(), PUBLISH_WRITERS),
+            publisher: Publisher::start(pool.clone()),
             backlog: BacklogCache::default(),
             rate: RateLimiter::new(&limits),
             limits,

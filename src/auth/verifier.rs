@@ -1,8 +1,13 @@
-//! Verifies bearer tokens, caching outcomes for a few seconds so argon2 does not run on every request.
-//! A revoked token stops working on every node within `CACHE_TTL`, since each node's cache forgets it.
+//! Verifies bearer tokens. Argon2 is what makes a stolen hash useless, and also what makes it slow
+//! (tens of milliseconds and ~19 MiB a run), so a node runs it once per token, not once per request:
+//! outcomes are cached, and a cached outcome older than `CACHE_TTL` is checked again against the token's
+//! row, a cheap query, so a revoked token stops working on every node within `CACHE_TTL`. Argon2 runs
+//! again only when the row's hash is not the one this secret was verified against. Concurrent requests
+//! with the same token wait for one check instead of each running their own.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -29,8 +34,16 @@ impl Principal {
     }
 }
 
-/// A verification outcome (None: rejected) and when it was reached.
-type CachedOutcome = (Option<Principal>, Instant);
+/// A SHA-256 of the whole token text, so no secret is kept in memory longer than a request.
+type Key = [u8; 32];
+
+struct Cached {
+    /// None: the token was rejected.
+    principal: Option<Principal>,
+    /// The stored hash the secret was found to match; a later check skips argon2 while it is unchanged.
+    verified_hash: Option<String>,
+    checked_at: Instant,
+}
 
 /// Argon2 runs at once at most this many times per node: each takes ~19 MiB and a core for tens of
 /// milliseconds, and tokens with a known id and a wrong secret must not exhaust the machine.
@@ -38,54 +51,97 @@ const MAX_CONCURRENT_HASHES: usize = 4;
 
 pub struct Verifier {
     pool: PgPool,
+    ttl: Duration,
     hashing: tokio::sync::Semaphore,
-    /// Keyed by a SHA-256 of the whole token, so no secret is kept in memory longer than a request.
-    cache: Mutex<HashMap<[u8; 32], CachedOutcome>>,
+    hashes_run: AtomicU64,
+    cache: Mutex<HashMap<Key, Cached>>,
+    /// One check at a time per token; the others wait for its outcome.
+    checking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Verifier {
     pub fn new(pool: PgPool) -> Self {
-        Self { pool, hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES), cache: Mutex::new(HashMap::new()) }
+        Self::with_ttl(pool, CACHE_TTL)
+    }
+
+    /// A verifier whose outcomes are checked again after `ttl` (tests use a short one).
+    pub fn with_ttl(pool: PgPool, ttl: Duration) -> Self {
+        Self {
+            pool,
+            ttl,
+            hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
+            hashes_run: AtomicU64::new(0),
+            cache: Mutex::default(),
+            checking: Mutex::default(),
+        }
     }
 
     /// `Ok(None)` when the token is unknown, revoked or wrong; `Err` only when the database fails.
     pub async fn verify(&self, text: &str) -> Result<Option<Principal>, sqlx::Error> {
         let Some(token) = Token::parse(text) else { return Ok(None) };
-        let key: [u8; 32] = Sha256::digest(text.as_bytes()).into();
-        if let Some(cached) = self.cached(&key) {
-            return Ok(cached);
+        let key: Key = Sha256::digest(text.as_bytes()).into();
+        if let Some(principal) = self.fresh(&key) {
+            return Ok(principal);
         }
-        let outcome = match store::tokens::find_active(&self.pool, token.id).await? {
-            None => None,
-            Some(row) => {
-                let hash = row.secret_hash.clone();
-                let _permit = self.hashing.acquire().await.expect("the semaphore is never closed");
-                let matches = tokio::task::spawn_blocking(move || token.matches(&hash)).await.unwrap_or(false);
-                matches.then(|| Principal {
-                    account_id: row.account_id,
-                    token_id: row.id,
-                    scopes: row.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
-                })
-            }
+        let turn = self.checking.lock().expect("verifier lock").entry(key).or_default().clone();
+        let _turn = turn.lock().await;
+        // Whoever held the turn before may have just checked this token.
+        if let Some(principal) = self.fresh(&key) {
+            return Ok(principal);
+        }
+        let checked = self.check(token, &key).await;
+        self.checking.lock().expect("verifier lock").remove(&key);
+        let checked = checked?;
+        let principal = checked.principal.clone();
+        self.remember(key, checked);
+        Ok(principal)
+    }
+
+    /// How many times argon2 has run.
+    pub fn hashes_run(&self) -> u64 {
+        self.hashes_run.load(Ordering::Relaxed)
+    }
+
+    fn fresh(&self, key: &Key) -> Option<Option<Principal>> {
+        let cache = self.cache.lock().expect("verifier lock");
+        cache.get(key).filter(|c| c.checked_at.elapsed() < self.ttl).map(|c| c.principal.clone())
+    }
+
+    /// Reads the token's row; runs argon2 unless the secret was already verified against this hash.
+    async fn check(&self, token: Token, key: &Key) -> Result<Cached, sqlx::Error> {
+        let checked_at = Instant::now();
+        let Some(row) = store::tokens::find_active(&self.pool, token.id).await? else {
+            return Ok(Cached { principal: None, verified_hash: None, checked_at });
         };
-        self.remember(key, outcome.clone());
-        Ok(outcome)
+        let known = self.cache.lock().expect("verifier lock").get(key).and_then(|c| c.verified_hash.clone());
+        let matches = if known.as_deref() == Some(row.secret_hash.as_str()) {
+            true
+        } else {
+            let hash = row.secret_hash.clone();
+            let _permit = self.hashing.acquire().await.expect("the semaphore is never closed");
+            self.hashes_run.fetch_add(1, Ordering::Relaxed);
+            tokio::task::spawn_blocking(move || token.matches(&hash)).await.unwrap_or(false)
+        };
+        if !matches {
+            return Ok(Cached { principal: None, verified_hash: None, checked_at });
+        }
+        let principal = Principal {
+            account_id: row.account_id,
+            token_id: row.id,
+            scopes: row.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
+        };
+        Ok(Cached { principal: Some(principal), verified_hash: Some(row.secret_hash), checked_at })
     }
 
-    fn cached(&self, key: &[u8; 32]) -> Option<Option<Principal>> {
-        let cache = self.cache.lock().expect("verifier cache lock");
-        cache.get(key).filter(|(_, at)| at.elapsed() < CACHE_TTL).map(|(principal, _)| principal.clone())
-    }
-
-    fn remember(&self, key: [u8; 32], outcome: Option<Principal>) {
-        let mut cache = self.cache.lock().expect("verifier cache lock");
-        if cache.len() >= CACHE_CAPACITY {
+    fn remember(&self, key: Key, checked: Cached) {
+        let mut cache = self.cache.lock().expect("verifier lock");
+        if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&key) {
             // Forget expired outcomes, then rejections, so a flood of bad tokens cannot push out good ones.
-            cache.retain(|_, (principal, at)| at.elapsed() < CACHE_TTL && principal.is_some());
+            cache.retain(|_, c| c.checked_at.elapsed() < self.ttl && c.principal.is_some());
             if cache.len() >= CACHE_CAPACITY {
                 cache.clear();
             }
         }
-        cache.insert(key, (outcome, Instant::now()));
+        cache.insert(key, checked);
     }
 }

@@ -50,8 +50,12 @@ pub struct Publish<'a> {
 /// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
 /// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
 /// deleted meanwhile, or never was) stores nothing; the queues that did take their messages are returned.
-/// Each queue's row is share-locked, so a concurrent queue deletion waits and then deletes them too.
-/// The commit (synchronous) is what makes a 2xx durable; dispatchers are woken once per queue.
+/// Each queue's row is share-locked, so a queue deletion cannot miss messages committed alongside it; a
+/// queue being deleted right now is skipped (its publishes are answered as for a deleted queue) rather
+/// than waited for, since every publish on the node shares this statement.
+/// The commit (synchronous) is what makes a 2xx durable. Dispatchers are woken by `wake` afterwards,
+/// not here: PostgreSQL holds a lock from a notifying transaction's commit until its WAL is flushed, so
+/// a NOTIFY inside would make concurrent publishes commit one after another.
 pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Vec<QueueId>, sqlx::Error> {
     let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
     let mut ids = Vec::with_capacity(total);
@@ -76,7 +80,7 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
          live as (
              select q.id, q.delivery_delay from queues q
              where (q.id, q.account_id) in (select distinct queue_id, account_id from input)
-             for key share),
+             for key share skip locked),
          accepted as (
              select i.*, l.delivery_delay from input i join live l on l.id = i.queue_id),
          bodies as (
@@ -86,9 +90,7 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
              select id, queue_id, now() + make_interval(secs => coalesce(delay, delivery_delay)), size, now()
              from accepted
              returning queue_id)
-         select d.queue_id
-         from (select distinct queue_id from inserted) d,
-              lateral (select pg_notify('skiplock_messages', d.queue_id::text)) as wake",
+         select distinct queue_id from inserted",
     )
     .bind(&ids)
     .bind(&accounts)
@@ -308,6 +310,18 @@ pub async fn peek(
     .bind(retention_seconds as f64)
     .fetch_all(db)
     .await
+}
+
+/// Wakes the dispatchers listening on any node for these queues' new messages. A wake-up needs no
+/// durability, so it commits without waiting for the WAL flush.
+pub async fn wake(pool: &PgPool, queues: &[QueueId]) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("set local synchronous_commit = off").execute(&mut *tx).await?;
+    sqlx::query("select pg_notify('skiplock_messages', q::text) from unnest($1::uuid[]) q")
+        .bind(queues)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 /// Deletes the given messages of the queue (acks and purges by ref); returns the ids that were there.

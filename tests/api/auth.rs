@@ -161,3 +161,31 @@ async fn a_token_cannot_grant_scopes_it_does_not_hold(pool: PgPool) {
     let body = Some(json!({"name": "peer", "scopes": ["tokens_write"]}).to_string().into_bytes());
     app.raw(Method::POST, &app.url("tokens"), Some(&manager), body).await.expect_ok();
 }
+
+#[sqlx::test]
+async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPool) {
+    let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
+    let (id, token) = skiplock::api::tokens::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
+    let ttl = Duration::from_millis(200);
+    let verifier = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+
+    // Concurrent requests with a token this node has not seen wait for one verification.
+    let checks = futures_util::future::join_all((0..16).map(|_| verifier.verify(&token))).await;
+    assert!(checks.iter().all(|c| matches!(c, Ok(Some(p)) if p.account_id == account)));
+    assert_eq!(verifier.hashes_run(), 1);
+
+    // Once the outcome is older than the TTL, the row is read again, but the secret is not re-hashed.
+    tokio::time::sleep(ttl * 2).await;
+    assert!(verifier.verify(&token).await.unwrap().is_some());
+    assert_eq!(verifier.hashes_run(), 1);
+
+    // A wrong secret for the same token id is hashed, and refused.
+    let forged = format!("{}{}", &token[..token.len() - 4], if token.ends_with("AAAA") { "BBBB" } else { "AAAA" });
+    assert!(verifier.verify(&forged).await.unwrap().is_none());
+    assert_eq!(verifier.hashes_run(), 2);
+
+    // Revocation is seen at the next check.
+    assert!(skiplock::store::tokens::revoke(&pool, account, id).await.unwrap());
+    tokio::time::sleep(ttl * 2).await;
+    assert!(verifier.verify(&token).await.unwrap().is_none());
+}
