@@ -49,28 +49,28 @@ test: venv
 	bash tests/e2e/setup.sh
 	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
-	cargo test --quiet -- --test-threads=6
+	cargo test --workspace --quiet -- --test-threads=6
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (README: Benchmarks).
 latency:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
-	cargo build --release --quiet --bins
+	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
 
 # W1-W5 side by side with the raw SQL ceiling and pgmq, each on a private cluster of its own
 # (README: Benchmarks). bench-quick runs in under 3 minutes; bench takes about 25.
 bench:
-	@cargo build --release --quiet --bins
+	@cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench suite
 
 bench-quick:
-	@cargo build --release --quiet --bins
+	@cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench suite --quick
 
 # The long crash suite: 5 minutes per mode, the server SIGKILLed every 0-3 s, PostgreSQL restarted at
 # every 5th kill. Figures in bench/results/chaos-*.md.
 chaos:
-	@cargo build --release --quiet --bins
+	@cargo build --release --quiet --workspace --bins
 	mkdir -p bench/results
 	out=bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).md
 	for mode in pull webhook; do
@@ -83,7 +83,7 @@ fuzz:
 
 lint:
 	@cargo fmt --all -- --check
-	cargo clippy --all-targets --quiet -- -D warnings
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 db-up:
 	@scripts/pg.sh start

@@ -14,6 +14,8 @@ pub struct TempCluster {
     dir: PathBuf,
     bin: PathBuf,
     pub port: u16,
+    /// Server settings beyond the defaults, as `-c name=value` options.
+    settings: Vec<String>,
 }
 
 fn pg_bin_dir() -> PathBuf {
@@ -50,12 +52,18 @@ impl TempCluster {
     }
 
     pub fn create() -> TempCluster {
+        Self::create_with(&[])
+    }
+
+    /// A cluster started with these server settings (name, value) as well.
+    pub fn create_with(settings: &[(&str, &str)]) -> TempCluster {
         let dir = std::env::temp_dir().join(format!("skiplock-pg-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         if is_root() {
             Command::new("chown").args(["postgres", dir.to_str().unwrap()]).status().unwrap();
         }
-        let cluster = TempCluster { dir, bin: pg_bin_dir(), port: free_port() };
+        let settings = settings.iter().map(|(name, value)| format!("-c {name}={value}")).collect();
+        let cluster = TempCluster { dir, bin: pg_bin_dir(), port: free_port(), settings };
         let data = cluster.dir.join("data");
         let out =
             cluster.run("initdb", &["-D", data.to_str().unwrap(), "-U", "postgres", "--auth=trust", "-E", "UTF8"]);
@@ -69,6 +77,11 @@ impl TempCluster {
         self.bin.join(name)
     }
 
+    /// The cluster's data directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
     }
@@ -77,7 +90,13 @@ impl TempCluster {
         let data = self.dir.join("data");
         let log = self.dir.join("server.log");
         let options =
-            format!("-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={}", self.port, self.dir.display());
+            // Room for a benchmark's peers side by side (pgbench and client pools of 64 connections each).
+            format!(
+                "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={} -c max_connections=300 {}",
+                self.port,
+                self.dir.display(),
+                self.settings.join(" ")
+            );
         let out = self
             .run("pg_ctl", &["-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &options, "start"]);
         assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));

@@ -5,7 +5,6 @@ mod limits;
 mod process;
 
 mod auth;
-mod chaos;
 mod consumers;
 mod dashboard;
 mod durability;

@@ -64,7 +64,37 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
 }
 
+/// `make latency`: measures, prints the table and writes the figures under `bench/results/`.
 pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
+    let result = measure(rate, seconds).await?;
+    let ms = |key: &str| result[key].as_f64().unwrap_or_default();
+    println!("| publish -> webhook, max_wait_time_ms = 0 | messages | rate | p50 | p90 | p99 | max | publish 2xx p50 / p99 | not arrived | duplicates | publish errors |");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!(
+        "| skiplock | {} | {:.0}/s | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {} | {} | {} |",
+        result["messages"],
+        ms("achieved_rate"),
+        ms("p50_ms"),
+        ms("p90_ms"),
+        ms("p99_ms"),
+        ms("max_ms"),
+        ms("publish_p50_ms"),
+        ms("publish_p99_ms"),
+        result["not_arrived"],
+        result["duplicates"],
+        result["publish_errors"],
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("latency-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
+    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
+    eprintln!("wrote {}", file.display());
+    Ok(())
+}
+
+/// Publishes `rate` single messages a second for `seconds` to a webhook consumer on a server of its own
+/// (a fresh database on DATABASE_URL's server); returns the figures as JSON.
+pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
     let total = (rate * seconds) as usize;
     let timeline = web::Data::new(Mutex::new(Timeline::new(total)));
     let data = timeline.clone();
@@ -128,34 +158,16 @@ pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
         (Timeline::spans(&t.sent, &t.arrived), Timeline::spans(&t.sent, &t.stored), t.duplicates, t.publish_errors)
     };
     let achieved = total as f64 / publish_secs;
-    let not_arrived = total - arrival.len();
-    println!("| publish -> webhook, max_wait_time_ms = 0 | messages | rate | p50 | p90 | p99 | max | publish 2xx p50 / p99 | not arrived | duplicates | publish errors |");
-    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    println!(
-        "| skiplock | {total} | {achieved:.0}/s | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} / {:.1} ms | {not_arrived} | {duplicates} | {publish_errors} |",
-        percentile(&arrival, 50.0),
-        percentile(&arrival, 90.0),
-        percentile(&arrival, 99.0),
-        percentile(&arrival, 100.0),
-        percentile(&publish, 50.0),
-        percentile(&publish, 99.0),
-    );
     let result = json!({
         "workload": "W4 publish->webhook latency, max_wait_time_ms = 0",
         "rate": rate, "seconds": seconds, "messages": total, "achieved_rate": achieved,
         "p50_ms": percentile(&arrival, 50.0), "p90_ms": percentile(&arrival, 90.0),
         "p99_ms": percentile(&arrival, 99.0), "max_ms": percentile(&arrival, 100.0),
         "publish_p50_ms": percentile(&publish, 50.0), "publish_p99_ms": percentile(&publish, 99.0),
-        "not_arrived": not_arrived, "duplicates": duplicates, "publish_errors": publish_errors,
+        "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
         "at": chrono::Utc::now().to_rfc3339(),
     });
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/results");
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("latency-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
-    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
-    eprintln!("wrote {}", file.display());
-
     receiver_handle.stop(false).await;
     Arc::try_unwrap(env).map_err(|_| anyhow::anyhow!("publishes still running"))?.finish().await?;
-    Ok(())
+    Ok(result)
 }

@@ -4,14 +4,19 @@
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
-//!   skiplock-bench suite [--quick]
-//!       W1-W3 and W5 beside the raw SQL ceiling and pgmq (make bench, make bench-quick).
+//!   skiplock-bench suite [--quick] [--only w1,w2,...]
+//!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ (make bench, make bench-quick).
 //!
 //! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
 //! `make latency` passes the private cluster's. The skiplock binary is the one beside this one.
 
+mod api_load;
 mod chaos;
+mod cpu;
+mod http;
 mod latency;
+mod peers;
+mod rabbitmq;
 mod setup;
 mod suite;
 

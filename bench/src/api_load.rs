@@ -1,0 +1,236 @@
+//! skiplock's side of the suite: publishers and consumers on its HTTP API, one lean connection each.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::http::{Connection, Request};
+
+/// A queue of skiplock's, reached over its API.
+#[derive(Clone)]
+pub struct Api {
+    pub host: String,
+    pub account: String,
+    pub token: String,
+}
+
+/// What a drain did: messages acked, in how long, and how long each pull took.
+pub struct Drained {
+    pub messages: u64,
+    pub seconds: f64,
+    pub pulls: Vec<Duration>,
+}
+
+#[derive(Deserialize)]
+struct Pulled<'a> {
+    #[serde(borrow)]
+    result: PullResult<'a>,
+}
+
+#[derive(Deserialize)]
+struct PullResult<'a> {
+    #[serde(borrow)]
+    messages: Vec<Leased<'a>>,
+}
+
+/// Of each pulled message, only the lease is kept; the rest of the answer (the body) is still read and
+/// checked by the JSON parser, as a consumer's would be.
+#[derive(Deserialize)]
+struct Leased<'a> {
+    lease_id: &'a str,
+}
+
+impl Api {
+    fn request(&self, queue: &str, path: &str, body: &[u8]) -> Request {
+        let path = format!("/client/v4/accounts/{}/queues/{queue}/messages{path}", self.account);
+        Request::post(&self.host, &path, &self.token, body)
+    }
+
+    /// A publish of `batch` messages of `body` (text): to `/messages` for one, `/messages/batch` for more.
+    fn publish_request(&self, queue: &str, batch: usize, body: &str) -> Request {
+        let message = json!({"body": body, "content_type": "text"});
+        if batch == 1 {
+            self.request(queue, "", message.to_string().as_bytes())
+        } else {
+            let messages = vec![message; batch];
+            self.request(queue, "/batch", json!({ "messages": messages }).to_string().as_bytes())
+        }
+    }
+
+    /// `clients` connections publishing `batch` messages per request for `seconds`; returns the messages
+    /// stored (2xx answers) and the seconds taken.
+    pub async fn publish(
+        &self,
+        queue: &str,
+        clients: usize,
+        batch: usize,
+        body: &str,
+        seconds: f64,
+    ) -> anyhow::Result<(u64, f64)> {
+        let request = self.publish_request(queue, batch, body);
+        let done = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let until = started + Duration::from_secs_f64(seconds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let (host, request, done) = (self.host.clone(), request.clone(), done.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&host).await?;
+                while Instant::now() < until {
+                    let answer = connection.send(&request).await?;
+                    if answer.status != 200 {
+                        bail!("publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                    done.fetch_add(batch as u64, Ordering::Relaxed);
+                }
+                Ok(())
+            });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
+    }
+
+    /// Fills the queue with `count` messages of `body`, in batches of 100 over four connections.
+    pub async fn preload(&self, queue: &str, count: u64, body: &str) -> anyhow::Result<()> {
+        let request = self.publish_request(queue, 100, body);
+        let left = Arc::new(AtomicU64::new(count.div_ceil(100)));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (host, request, left) = (self.host.clone(), request.clone(), left.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&host).await?;
+                while left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
+                    let answer = connection.send(&request).await?;
+                    if answer.status != 200 {
+                        bail!("preload: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                }
+                anyhow::Ok(())
+            });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok(())
+    }
+
+    /// `consumers` connections each pulling 100 and acking them, until `seconds` pass or the queue is
+    /// empty.
+    pub async fn drain(&self, queue: &str, consumers: usize, seconds: f64) -> anyhow::Result<Drained> {
+        let done = Arc::new(AtomicU64::new(0));
+        let pulls = Arc::new(Mutex::new(Vec::new()));
+        let started = Instant::now();
+        let until = started + Duration::from_secs_f64(seconds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..consumers {
+            let (api, queue, done, pulls) = (self.clone(), queue.to_owned(), done.clone(), pulls.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&api.host).await?;
+                let mut timings = Vec::new();
+                while Instant::now() < until {
+                    let pulled = Instant::now();
+                    let acked = api.pull_and_ack(&mut connection, &queue).await?;
+                    timings.push(pulled.elapsed());
+                    if acked == 0 {
+                        break;
+                    }
+                    done.fetch_add(acked, Ordering::Relaxed);
+                }
+                pulls.lock().expect("pull timings").extend(timings);
+                anyhow::Ok(())
+            });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        let pulls = std::mem::take(&mut *pulls.lock().expect("pull timings"));
+        Ok(Drained { messages: done.load(Ordering::Relaxed), seconds: started.elapsed().as_secs_f64(), pulls })
+    }
+
+    /// Pulls up to 100 messages and acks them all; returns how many.
+    async fn pull_and_ack(&self, connection: &mut Connection, queue: &str) -> anyhow::Result<u64> {
+        let pull = self.request(queue, "/pull", br#"{"batch_size":100,"visibility_timeout_ms":60000}"#);
+        let answer = connection.send(&pull).await?;
+        if answer.status != 200 {
+            bail!("pull: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+        }
+        let pulled: Pulled<'_> = serde_json::from_slice(&answer.body).context("a pull answer")?;
+        let leases = &pulled.result.messages;
+        if leases.is_empty() {
+            return Ok(0);
+        }
+        let mut acks = String::with_capacity(16 + leases.len() * 64);
+        acks.push_str(r#"{"acks":["#);
+        for (i, lease) in leases.iter().enumerate() {
+            if i > 0 {
+                acks.push(',');
+            }
+            acks.push_str(r#"{"lease_id":""#);
+            acks.push_str(lease.lease_id);
+            acks.push_str(r#""}"#);
+        }
+        acks.push_str("]}");
+        let answer = connection.send(&self.request(queue, "/ack", acks.as_bytes())).await?;
+        if answer.status != 200 {
+            bail!("ack: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+        }
+        Ok(leases.len() as u64)
+    }
+
+    /// The steady cycle: `clients` connections each publishing 100 messages, then pulling 100 and acking
+    /// them, for `intervals` intervals of `interval` seconds; returns messages acked per second in each.
+    pub async fn cycle(
+        &self,
+        queue: &str,
+        clients: usize,
+        body: &str,
+        intervals: usize,
+        interval: f64,
+    ) -> anyhow::Result<Vec<f64>> {
+        let publish = self.publish_request(queue, 100, body);
+        let done = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let until = started + Duration::from_secs_f64(interval * intervals as f64);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..clients {
+            let (api, queue, publish, done) = (self.clone(), queue.to_owned(), publish.clone(), done.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&api.host).await?;
+                while Instant::now() < until {
+                    let answer = connection.send(&publish).await?;
+                    if answer.status != 200 {
+                        bail!("publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                    let acked = api.pull_and_ack(&mut connection, &queue).await?;
+                    done.fetch_add(acked, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            });
+        }
+        let rates = sample_rates(&done, started, intervals, interval).await;
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok(rates)
+    }
+}
+
+/// Reads `counter` at the end of each of `intervals` intervals of `interval` seconds after `started`;
+/// returns the increase per second in each.
+pub async fn sample_rates(counter: &AtomicU64, started: Instant, intervals: usize, interval: f64) -> Vec<f64> {
+    let mut rates = Vec::with_capacity(intervals);
+    let mut last = counter.load(Ordering::Relaxed);
+    for i in 1..=intervals {
+        tokio::time::sleep_until((started + Duration::from_secs_f64(interval * i as f64)).into()).await;
+        let now = counter.load(Ordering::Relaxed);
+        rates.push((now - last) as f64 / interval);
+        last = now;
+    }
+    rates
+}

@@ -1,0 +1,712 @@
+//! `make bench` / `make bench-quick`: skiplock's HTTP API beside its peers on one private PostgreSQL
+//! cluster, 1 KiB messages (see `peers` for who they are and why each is there):
+//!   W1 publish, batches of 100, 4 clients;  W3 single publish, 64 clients;
+//!   W2 drain a preloaded queue, pull/read 100 then ack/delete them, 4 consumers;
+//!   W5 the steady publish/pull/ack cycle over time, and W2 behind a large backlog;
+//!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module).
+//! Runs alternate between systems and repeat; tables show medians. Besides messages/s, each run records
+//! WAL bytes and the CPU each party spent per message, which is what bounds throughput when they share
+//! a small machine. Results: Markdown on stdout, JSON under `bench/results/`.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use skiplock::testkit::TempCluster;
+use sqlx::{Connection, PgConnection};
+use tokio::process::Child;
+
+use crate::api_load::{Api, Drained};
+use crate::cpu::{self, CpuTimes};
+use crate::peers::{self, Pgbench, PgmqClient, BODY};
+use crate::rabbitmq::Rabbit;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SuiteArgs {
+    /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
+    #[arg(long)]
+    pub quick: bool,
+    /// Run only these workloads (w1, w2, w3, w4, w5), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Vec<String>,
+    /// Rounds of W1-W3 (default: 1 quick, 3 full).
+    #[arg(long)]
+    pub rounds: Option<usize>,
+    /// Load pg_stat_statements into the cluster and print skiplock's costliest statements at the end.
+    #[arg(long)]
+    pub statements: bool,
+}
+
+struct Plan {
+    seconds: f64,
+    rounds: usize,
+    preload: u64,
+    cycle_intervals: usize,
+    cycle_interval: f64,
+    big_backlog: u64,
+    latency_seconds: u32,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                seconds: 5.0,
+                rounds: 1,
+                preload: 120_000,
+                cycle_intervals: 3,
+                cycle_interval: 6.0,
+                big_backlog: 300_000,
+                latency_seconds: 10,
+            }
+        } else {
+            Plan {
+                seconds: 20.0,
+                rounds: 3,
+                preload: 700_000,
+                cycle_intervals: 10,
+                cycle_interval: 60.0,
+                big_backlog: 1_000_000,
+                latency_seconds: 30,
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum System {
+    Skiplock,
+    Raw,
+    Pgmq,
+    PgmqSql,
+    Rabbit,
+}
+
+impl System {
+    const ALL: [System; 5] = [System::Skiplock, System::Raw, System::Pgmq, System::PgmqSql, System::Rabbit];
+
+    fn name(self) -> &'static str {
+        match self {
+            System::Skiplock => "skiplock (HTTP)",
+            System::Raw => "raw SQL ceiling (pgbench)",
+            System::Pgmq => "pgmq (its Rust client)",
+            System::PgmqSql => "pgmq (SQL in pgbench)",
+            System::Rabbit => "RabbitMQ",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            System::Skiplock => "skiplock",
+            System::Raw => "raw",
+            System::Pgmq => "pgmq",
+            System::PgmqSql => "pgmq_sql",
+            System::Rabbit => "rabbitmq",
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    messages: u64,
+    seconds: f64,
+    wal_bytes: i64,
+    cpu: CpuTimes,
+}
+
+impl Run {
+    fn rate(&self) -> f64 {
+        self.messages as f64 / self.seconds.max(1e-9)
+    }
+
+    fn per_message(&self, value: f64) -> f64 {
+        value / self.messages.max(1) as f64
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// A workload's runs, by system.
+struct Row {
+    workload: &'static str,
+    runs: Vec<(System, Vec<Run>)>,
+}
+
+impl Row {
+    fn runs(&self, system: System) -> Option<&Vec<Run>> {
+        self.runs.iter().find(|(s, runs)| *s == system && !runs.is_empty()).map(|(_, runs)| runs)
+    }
+
+    fn rate(&self, system: System) -> Option<f64> {
+        self.runs(system).map(|runs| median(runs.iter().map(Run::rate).collect()))
+    }
+
+    /// Medians of WAL bytes and CPU µs (server, PostgreSQL, client) per message.
+    fn costs(&self, system: System) -> Option<[f64; 4]> {
+        let runs = self.runs(system)?;
+        let of = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
+        Some([
+            of(&|r| r.per_message(r.wal_bytes as f64)),
+            of(&|r| r.per_message(r.cpu.server * 1e6)),
+            of(&|r| r.per_message(r.cpu.postgres * 1e6)),
+            of(&|r| r.per_message(r.cpu.client * 1e6)),
+        ])
+    }
+}
+
+/// Everything the suite runs against.
+struct Bench {
+    /// The systems asked for (all when empty).
+    systems: Vec<String>,
+    pg: TempCluster,
+    _server: Child,
+    server_pid: u32,
+    api: Api,
+    skiplock_url: String,
+    raw_url: String,
+    pgmq_url: String,
+    raw: Pgbench,
+    pgmq_sql: Pgbench,
+    pgmq: PgmqClient,
+    rabbit: Option<Rabbit>,
+    body: String,
+}
+
+async fn connect(url: &str) -> anyhow::Result<PgConnection> {
+    PgConnection::connect(url).await.with_context(|| format!("connecting to {url}"))
+}
+
+/// Runs each `;`-separated statement on its own (VACUUM and CREATE DATABASE refuse a transaction).
+async fn exec(url: &str, sql: &str) -> anyhow::Result<()> {
+    let mut c = connect(url).await?;
+    for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        sqlx::raw_sql(statement).execute(&mut c).await.with_context(|| format!("running {statement}"))?;
+    }
+    Ok(())
+}
+
+async fn wal_lsn(url: &str) -> anyhow::Result<i64> {
+    let mut c = connect(url).await?;
+    Ok(sqlx::query_scalar("select (pg_current_wal_lsn() - '0/0')::int8").fetch_one(&mut c).await?)
+}
+
+impl Bench {
+    async fn start(systems: Vec<String>, statements: bool) -> anyhow::Result<Bench> {
+        let settings: &[(&str, &str)] =
+            if statements { &[("shared_preload_libraries", "pg_stat_statements")] } else { &[] };
+        let pg = tokio::task::spawn_blocking(move || TempCluster::create_with(settings)).await?;
+        exec(&pg.url("postgres"), "create database skiplock; create database raw; create database pgmqbench").await?;
+        if statements {
+            exec(&pg.url("skiplock"), "create extension pg_stat_statements").await?;
+        }
+        let (skiplock_url, raw_url, pgmq_url) = (pg.url("skiplock"), pg.url("raw"), pg.url("pgmqbench"));
+        let (account, token) = crate::setup::prepare(&skiplock_url).await?;
+        // The ceiling runs skiplock's statements on skiplock's schema, in a database of its own.
+        crate::setup::prepare(&raw_url).await?;
+        exec(&raw_url, peers::UUID_V7_FUNCTION).await?;
+        let pool = sqlx::PgPool::connect(&pgmq_url).await?;
+        pgmq::PGMQueueExt::new_with_pool(pool.clone()).await.install_sql_from_embedded().await?;
+        pool.close().await;
+        exec(&pgmq_url, "select pgmq.create('bench')").await?;
+        let (server, address) =
+            crate::setup::serve(&skiplock_url, &["--roles", "api"], &[("SKIPLOCK_RATE_LIMIT", "0".into())]).await?;
+        let server_pid = server.id().context("server pid")?;
+        let api = Api { host: address.trim_start_matches("http://").to_owned(), account, token };
+        let rabbit = Rabbit::connect("amqp://guest:guest@127.0.0.1:5672/%2f", "skiplock-bench").await?;
+        if rabbit.is_none() {
+            eprintln!("RabbitMQ does not answer on 127.0.0.1:5672; its column stays empty");
+        }
+        Ok(Bench {
+            systems,
+            raw: Pgbench { program: pg.program("pgbench"), url: raw_url.clone() },
+            pgmq_sql: Pgbench { program: pg.program("pgbench"), url: pgmq_url.clone() },
+            pgmq: PgmqClient::connect(&pgmq_url, 64).await?,
+            pg,
+            _server: server,
+            server_pid,
+            api,
+            skiplock_url,
+            raw_url,
+            pgmq_url,
+            rabbit,
+            body: "x".repeat(BODY),
+        })
+    }
+
+    /// A queue with an http_pull consumer, in skiplock (over its API) and in the ceiling's database
+    /// (the same rows, made in SQL); returns both ids.
+    async fn queue(&self, name: &str) -> anyhow::Result<(String, String)> {
+        let client = reqwest::Client::new();
+        let base = format!("http://{}/client/v4/accounts/{}", self.api.host, self.api.account);
+        let created: Value = client
+            .post(format!("{base}/queues"))
+            .bearer_auth(&self.api.token)
+            .json(&json!({"queue_name": name}))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let id = created["result"]["queue_id"].as_str().context("a queue id")?.to_owned();
+        client
+            .post(format!("{base}/queues/{id}/consumers"))
+            .bearer_auth(&self.api.token)
+            .json(&json!({"type": "http_pull", "settings": {"max_retries": 100}}))
+            .send()
+            .await?
+            .error_for_status()?;
+        let mut raw = connect(&self.raw_url).await?;
+        let raw_id: uuid::Uuid = sqlx::query_scalar(
+            "insert into queues (id, account_id, name) select gen_random_uuid(), id, $1 from accounts limit 1 returning id",
+        )
+        .bind(name)
+        .fetch_one(&mut raw)
+        .await?;
+        Ok((id, raw_id.simple().to_string()))
+    }
+
+    fn url(&self, system: System) -> &str {
+        match system {
+            System::Raw => &self.raw_url,
+            System::Pgmq | System::PgmqSql => &self.pgmq_url,
+            System::Skiplock | System::Rabbit => &self.skiplock_url,
+        }
+    }
+
+    fn server_pids(&self, system: System) -> Vec<u32> {
+        match system {
+            System::Skiplock => vec![self.server_pid],
+            System::Rabbit => cpu::pids_named("beam.smp"),
+            _ => vec![],
+        }
+    }
+
+    fn present(&self, system: System) -> bool {
+        let asked = self.systems.is_empty() || self.systems.iter().any(|s| s == system.key());
+        asked && (system != System::Rabbit || self.rabbit.is_some())
+    }
+
+    /// Measures `work` (messages, seconds): WAL written and CPU by party while it ran.
+    async fn measure<F>(&self, system: System, work: F) -> anyhow::Result<Run>
+    where
+        F: std::future::Future<Output = anyhow::Result<(u64, f64)>>,
+    {
+        let postmaster = cpu::postmaster_pid(&self.pg.data_dir()).unwrap_or(0);
+        let servers = self.server_pids(system);
+        let url = self.url(system);
+        let (wal_before, cpu_before) = (wal_lsn(url).await?, cpu::sample(&servers, postmaster));
+        let (messages, seconds) = work.await?;
+        let cpu = cpu::sample(&servers, postmaster) - cpu_before;
+        // A broker's writes are not PostgreSQL's WAL.
+        let wal_bytes = if system == System::Rabbit { 0 } else { wal_lsn(url).await? - wal_before };
+        Ok(Run { messages, seconds, wal_bytes, cpu })
+    }
+
+    fn rabbit(&self) -> anyhow::Result<&Rabbit> {
+        self.rabbit.as_ref().context("RabbitMQ is not there")
+    }
+
+    /// W1 and W3: `clients` publishing `batch` messages per call.
+    async fn publishing(
+        &self,
+        workload: &'static str,
+        clients: usize,
+        batch: usize,
+        plan: &Plan,
+        queues: &Queues,
+    ) -> anyhow::Result<Row> {
+        let mut runs: Vec<(System, Vec<Run>)> = System::ALL.iter().map(|s| (*s, vec![])).collect();
+        for _ in 0..plan.rounds {
+            for (system, done) in runs.iter_mut().filter(|(s, _)| self.present(*s)) {
+                let secs = plan.seconds;
+                let run = match system {
+                    System::Skiplock => {
+                        self.measure(*system, self.api.publish(&queues.skiplock, clients, batch, &self.body, secs))
+                            .await?
+                    }
+                    System::Raw => {
+                        let script = peers::raw_insert(&queues.raw, batch);
+                        let work =
+                            async { self.raw.run(&script, clients, secs).await.map(|(t, s)| (t * batch as u64, s)) };
+                        self.measure(*system, work).await?
+                    }
+                    System::Pgmq => self.measure(*system, self.pgmq.publish(clients, batch, secs)).await?,
+                    System::PgmqSql => {
+                        let script = peers::pgmq_sql_send(batch);
+                        let work = async {
+                            self.pgmq_sql.run(&script, clients, secs).await.map(|(t, s)| (t * batch as u64, s))
+                        };
+                        self.measure(*system, work).await?
+                    }
+                    System::Rabbit => {
+                        let work = self.rabbit()?.publish(clients, batch, self.body.as_bytes(), secs);
+                        self.measure(*system, work).await?
+                    }
+                };
+                eprintln!("  {workload}: {} {:.0} msg/s", system.name(), run.rate());
+                done.push(run);
+            }
+        }
+        Ok(Row { workload, runs })
+    }
+
+    /// Empties every system's queue, so the next workload starts from the same place for all.
+    async fn empty_queues(&self, queues: &Queues) -> anyhow::Result<()> {
+        for (url, queue) in [(&self.skiplock_url, &queues.skiplock), (&self.raw_url, &queues.raw)] {
+            exec(url, &format!(
+                "with gone as (delete from messages where queue_id = '{queue}' returning id) delete from message_bodies b using gone where b.id = gone.id;
+                 vacuum analyze messages; vacuum analyze message_bodies"
+            ))
+            .await?;
+        }
+        exec(&self.pgmq_url, "select pgmq.purge_queue('bench'); vacuum analyze pgmq.q_bench").await?;
+        if let Some(rabbit) = &self.rabbit {
+            rabbit.purge().await?;
+        }
+        Ok(())
+    }
+
+    async fn preload(&self, system: System, queues: &Queues, count: u64) -> anyhow::Result<()> {
+        match system {
+            System::Skiplock => {
+                self.api.preload(&queues.skiplock, count, &self.body).await?;
+                exec(&self.skiplock_url, "vacuum analyze messages; vacuum analyze message_bodies").await
+            }
+            System::Raw => {
+                for chunk in (0..count).step_by(50_000) {
+                    exec(&self.raw_url, &peers::raw_preload(&queues.raw, (count - chunk).min(50_000))).await?;
+                }
+                exec(&self.raw_url, "vacuum analyze messages; vacuum analyze message_bodies").await
+            }
+            System::Pgmq | System::PgmqSql => {
+                for chunk in (0..count).step_by(50_000) {
+                    exec(&self.pgmq_url, &peers::pgmq_sql_preload((count - chunk).min(50_000))).await?;
+                }
+                exec(&self.pgmq_url, "vacuum analyze pgmq.q_bench").await
+            }
+            System::Rabbit => self.rabbit()?.preload(count, self.body.as_bytes()).await,
+        }
+    }
+
+    /// W2: drains a preloaded queue, 4 consumers taking 100 at a time. Also returns skiplock's pull
+    /// timings (for W5's comparison with a large backlog).
+    async fn draining(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<(Row, Vec<Duration>)> {
+        let mut runs: Vec<(System, Vec<Run>)> = System::ALL.iter().map(|s| (*s, vec![])).collect();
+        let mut pulls = Vec::new();
+        for _ in 0..plan.rounds {
+            for (system, done) in runs.iter_mut().filter(|(s, _)| self.present(*s)) {
+                self.empty_queues(queues).await?;
+                self.preload(*system, queues, plan.preload).await?;
+                let secs = plan.seconds;
+                let run = match system {
+                    System::Skiplock => {
+                        let work = async {
+                            let drained = self.api.drain(&queues.skiplock, 4, secs).await?;
+                            pulls.extend(drained.pulls);
+                            Ok((drained.messages, drained.seconds))
+                        };
+                        self.measure(*system, work).await?
+                    }
+                    System::Raw => {
+                        let left = format!("select count(*) from messages where queue_id = '{}'", queues.raw);
+                        let script = peers::raw_drain(&queues.raw);
+                        let work = self.drain_with_pgbench(&self.raw, &script, plan.preload, &left);
+                        self.measure(*system, work).await?
+                    }
+                    System::Pgmq => self.measure(*system, self.pgmq.drain(4, secs)).await?,
+                    System::PgmqSql => {
+                        let left = "select count(*) from pgmq.q_bench";
+                        let work = self.drain_with_pgbench(&self.pgmq_sql, peers::PGMQ_SQL_DRAIN, plan.preload, left);
+                        self.measure(*system, work).await?
+                    }
+                    System::Rabbit => self.measure(*system, self.rabbit()?.drain(4, 100, secs)).await?,
+                };
+                eprintln!("  W2: {} {:.0} msg/s", system.name(), run.rate());
+                done.push(run);
+            }
+        }
+        Ok((Row { workload: "W2 drain, pull 100 + ack 100, 4 consumers", runs }, pulls))
+    }
+
+    /// A pgbench drain of a queue preloaded with `preload` messages: as many claims of 100 as it takes
+    /// (4 clients), timed; the messages are those gone from the queue (`left` counts what remains).
+    async fn drain_with_pgbench(
+        &self,
+        pgbench: &Pgbench,
+        script: &str,
+        preload: u64,
+        left: &str,
+    ) -> anyhow::Result<(u64, f64)> {
+        let seconds = pgbench.run_transactions(script, 4, preload.div_ceil(400)).await?;
+        let remaining: i64 = sqlx::query_scalar(left).fetch_one(&mut connect(&pgbench.url).await?).await?;
+        Ok((preload.saturating_sub(remaining as u64), seconds))
+    }
+
+    /// W5: the steady cycle (publish 100, pull 100, ack) on 4 clients, sampled per interval.
+    async fn cycling(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<Vec<(System, Vec<f64>)>> {
+        let mut samples = Vec::new();
+        let (n, every) = (plan.cycle_intervals, plan.cycle_interval);
+        for system in [System::Skiplock, System::Pgmq, System::Rabbit] {
+            if !self.present(system) {
+                continue;
+            }
+            self.empty_queues(queues).await?;
+            let rates = match system {
+                System::Skiplock => self.api.cycle(&queues.skiplock, 4, &self.body, n, every).await?,
+                System::Pgmq => self.pgmq.cycle(4, n, every).await?,
+                System::Rabbit => self.rabbit()?.cycle(4, 100, self.body.as_bytes(), n, every).await?,
+                System::Raw | System::PgmqSql => unreachable!("not cycled"),
+            };
+            eprintln!("  W5 cycle: {} {:?}", system.name(), rates.iter().map(|r| r.round()).collect::<Vec<_>>());
+            samples.push((system, rates));
+        }
+        Ok(samples)
+    }
+
+    /// W5 backlog: skiplock's W2 with `big_backlog` messages waiting.
+    async fn behind_backlog(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<Drained> {
+        self.empty_queues(queues).await?;
+        self.preload(System::Skiplock, queues, plan.big_backlog).await?;
+        let drained = self.api.drain(&queues.skiplock, 4, plan.seconds).await?;
+        eprintln!("  W5 backlog: {:.0} msg/s", drained.messages as f64 / drained.seconds);
+        Ok(drained)
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.server_pid)).unwrap_or_default();
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0.0))
+            })
+            .unwrap_or(0.0);
+        kib / 1024.0
+    }
+}
+
+/// The queue each system works on.
+struct Queues {
+    skiplock: String,
+    raw: String,
+}
+
+fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
+}
+
+fn fmt_rate(rate: Option<f64>) -> String {
+    rate.map_or("-".into(), |r| format!("{r:.0}"))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
+    let mut plan = Plan::new(args.quick);
+    plan.rounds = args.rounds.unwrap_or(plan.rounds);
+    let wanted = |w: &str| args.only.is_empty() || args.only.iter().any(|o| o.eq_ignore_ascii_case(w));
+    let bench = Bench::start(args.systems.clone(), args.statements).await?;
+    let (skiplock, raw) = bench.queue("bench").await?;
+    let queues = Queues { skiplock, raw };
+    let mut rows = Vec::new();
+    if wanted("w1") {
+        rows.push(bench.publishing("W1 publish, batches of 100, 4 clients", 4, 100, &plan, &queues).await?);
+    }
+    if wanted("w3") {
+        rows.push(bench.publishing("W3 single publish, 64 clients", 64, 1, &plan, &queues).await?);
+    }
+    let peak_rss_mib = bench.peak_rss_mib();
+    let mut empty_pulls = Vec::new();
+    if wanted("w2") || wanted("w5") {
+        let (row, pulls) = bench.draining(&plan, &queues).await?;
+        rows.push(row);
+        empty_pulls = pulls;
+    }
+    let (cycle, backlog) = if wanted("w5") {
+        (bench.cycling(&plan, &queues).await?, Some(bench.behind_backlog(&plan, &queues).await?))
+    } else {
+        (vec![], None)
+    };
+    let latency = if wanted("w4") {
+        // On the same cluster, with a server of its own (all roles) on a fresh database.
+        std::env::set_var("DATABASE_URL", bench.pg.url("postgres"));
+        Some(crate::latency::measure(1000, plan.latency_seconds).await?)
+    } else {
+        None
+    };
+    if args.statements {
+        print_statements(&bench.skiplock_url).await?;
+    }
+    if let Some(rabbit) = bench.rabbit {
+        rabbit.close().await?;
+    }
+
+    // The report.
+    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+    let machine = machine_description();
+    println!(
+        "\nskiplock bench ({}), {date}, {machine}; 1 KiB messages, {} s per run, median of {} round(s)\n",
+        if args.quick { "quick" } else { "full" },
+        plan.seconds,
+        plan.rounds
+    );
+    println!("| workload | skiplock (HTTP) | raw SQL ceiling | pgmq (client) | pgmq (SQL only) | RabbitMQ | skiplock / ceiling | skiplock / pgmq | skiplock / pgmq SQL |");
+    println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for r in &rows {
+        let s = r.rate(System::Skiplock);
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.workload,
+            fmt_rate(s),
+            fmt_rate(r.rate(System::Raw)),
+            fmt_rate(r.rate(System::Pgmq)),
+            fmt_rate(r.rate(System::PgmqSql)),
+            fmt_rate(r.rate(System::Rabbit)),
+            ratio(s, r.rate(System::Raw)),
+            ratio(s, r.rate(System::Pgmq)),
+            ratio(s, r.rate(System::PgmqSql)),
+        );
+    }
+    println!("\nCosts per message (medians): WAL bytes; CPU µs of the server (skiplock or the broker) / PostgreSQL / the load generator\n");
+    println!("| workload | system | msg/s | WAL bytes | CPU µs server | CPU µs PostgreSQL | CPU µs client |");
+    println!("|---|---|--:|--:|--:|--:|--:|");
+    for r in &rows {
+        for system in System::ALL {
+            if let (Some(rate), Some([wal, server, postgres, client])) = (r.rate(system), r.costs(system)) {
+                println!(
+                    "| {} | {} | {rate:.0} | {wal:.0} | {server:.1} | {postgres:.1} | {client:.1} |",
+                    r.workload,
+                    system.name()
+                );
+            }
+        }
+    }
+    for (system, rates) in &cycle {
+        let first = rates.first().copied().unwrap_or(0.0).max(1.0);
+        let worst = rates.iter().copied().fold(f64::MAX, f64::min);
+        println!(
+            "\nW5 cycle (publish 100, pull 100, ack; 4 clients), {}: {:?} msg/s per {} s; worst / first {:.2}, median {:.0}",
+            system.name(),
+            rates.iter().map(|r| r.round()).collect::<Vec<_>>(),
+            plan.cycle_interval,
+            worst / first,
+            median(rates.clone())
+        );
+    }
+    let cycle_of = |s: System| cycle.iter().find(|(x, _)| *x == s).map(|(_, r)| r.clone());
+    if let (Some(sk), Some(pq)) = (cycle_of(System::Skiplock), cycle_of(System::Pgmq)) {
+        let per_interval: Vec<String> = sk.iter().zip(&pq).map(|(a, b)| format!("{:.2}", a / b.max(1.0))).collect();
+        println!("W5 cycle, skiplock / pgmq per interval: {}", per_interval.join(", "));
+    }
+    let w2_empty = rows.iter().find(|r| r.workload.starts_with("W2")).and_then(|r| r.rate(System::Skiplock));
+    empty_pulls.sort();
+    if let Some(backlog) = &backlog {
+        let mut pulls = backlog.pulls.clone();
+        pulls.sort();
+        let rate = backlog.messages as f64 / backlog.seconds;
+        println!(
+            "W5 backlog: W2 with {} messages waiting: {rate:.0} msg/s ({} of W2's {}); pull of 100 p50 / p99: {:.1} / {:.1} ms, against {:.1} / {:.1} ms in W2",
+            plan.big_backlog,
+            ratio(Some(rate), w2_empty),
+            fmt_rate(w2_empty),
+            percentile_ms(&pulls, 50.0),
+            percentile_ms(&pulls, 99.0),
+            percentile_ms(&empty_pulls, 50.0),
+            percentile_ms(&empty_pulls, 99.0),
+        );
+    }
+    if let Some(l) = &latency {
+        println!(
+            "W4 publish -> webhook at {}/s, max_wait_time_ms = 0: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; not arrived {}, duplicates {}",
+            l["rate"], l["p50_ms"].as_f64().unwrap_or_default(), l["p99_ms"].as_f64().unwrap_or_default(),
+            l["max_ms"].as_f64().unwrap_or_default(), l["not_arrived"], l["duplicates"]
+        );
+    }
+    if wanted("w1") || wanted("w3") {
+        println!("skiplock peak RSS during W1-W3: {peak_rss_mib:.0} MiB");
+    }
+
+    let result = json!({
+        "date": date.to_string(), "machine": machine, "quick": args.quick, "seconds": plan.seconds, "rounds": plan.rounds,
+        "rows": rows.iter().map(|r| json!({
+            "workload": r.workload,
+            "systems": System::ALL.iter().filter_map(|s| {
+                let [wal, server, postgres, client] = r.costs(*s)?;
+                Some((s.key().to_owned(), json!({
+                    "msg_per_s": r.rate(*s), "runs": r.runs(*s).map(|runs| runs.iter().map(Run::rate).collect::<Vec<_>>()),
+                    "wal_bytes_per_msg": wal, "cpu_us_per_msg": {"server": server, "postgres": postgres, "client": client},
+                })))
+            }).collect::<serde_json::Map<_, _>>(),
+        })).collect::<Vec<_>>(),
+        "w5_cycle": {"interval_seconds": plan.cycle_interval,
+            "systems": cycle.iter().map(|(s, r)| (s.key().to_owned(), json!(r))).collect::<serde_json::Map<_, _>>()},
+        "w5_backlog": backlog.as_ref().map(|b| {
+            let mut pulls = b.pulls.clone();
+            pulls.sort();
+            json!({"messages_waiting": plan.big_backlog, "msg_per_s": b.messages as f64 / b.seconds, "w2_msg_per_s": w2_empty,
+                   "pull_p50_ms": percentile_ms(&pulls, 50.0), "pull_p99_ms": percentile_ms(&pulls, 99.0),
+                   "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": percentile_ms(&empty_pulls, 99.0)})
+        }),
+        "w4_latency": latency,
+        "peak_rss_mib": peak_rss_mib,
+    });
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("bench-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
+    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
+    eprintln!("wrote {}", file.display());
+    Ok(())
+}
+
+/// skiplock's statements by the time PostgreSQL spent on them (`--statements`).
+async fn print_statements(url: &str) -> anyhow::Result<()> {
+    let rows: Vec<(i64, f64, i64, String)> = sqlx::query_as(
+        "select calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+         from pg_stat_statements s join pg_database d on d.oid = s.dbid
+         where d.datname = 'skiplock' order by total_exec_time desc limit 12",
+    )
+    .fetch_all(&mut connect(url).await?)
+    .await?;
+    println!(
+        "
+skiplock's statements by time spent in PostgreSQL (pg_stat_statements)
+"
+    );
+    println!("| total ms | calls | ms per call | rows per call | statement |");
+    println!("|--:|--:|--:|--:|---|");
+    for (calls, total_ms, rows, query) in rows {
+        let per = |v: f64| v / calls.max(1) as f64;
+        let query: String = query.chars().take(160).collect();
+        println!("| {total_ms:.0} | {calls} | {:.3} | {:.1} | `{query}` |", per(total_ms), per(rows as f64));
+    }
+    Ok(())
+}
+
+/// Cores, memory and CPU model, for the record beside the figures.
+fn machine_description() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model =
+        cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map(|v| v.trim_start_matches([' ', '\t', ':']));
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    format!("{cores} cores ({}), {mem_gib:.0} GiB", model.unwrap_or("unknown CPU"))
+}
