@@ -8,7 +8,6 @@ use actix_web::error::PayloadError;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::json;
 
 use crate::error::{codes, ApiError};
 use crate::queue::{Invalid, InvalidKind};
@@ -17,8 +16,26 @@ use crate::queue::{Invalid, InvalidKind};
 pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Cloudflare's success envelope, serialized straight from the result (no intermediate JSON tree: a
+/// pull answer holds up to 100 bodies).
+#[derive(Serialize)]
+struct Envelope<T, I> {
+    success: bool,
+    errors: [(); 0],
+    messages: [(); 0],
+    result: T,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result_info: Option<I>,
+}
+
 pub fn ok(result: impl Serialize) -> HttpResponse {
-    HttpResponse::Ok().json(json!({"success": true, "errors": [], "messages": [], "result": result}))
+    HttpResponse::Ok().json(Envelope::<_, ResultInfo> {
+        success: true,
+        errors: [],
+        messages: [],
+        result,
+        result_info: None,
+    })
 }
 
 #[derive(Serialize)]
@@ -31,9 +48,7 @@ pub struct ResultInfo {
 }
 
 pub fn ok_list(result: impl Serialize, info: ResultInfo) -> HttpResponse {
-    HttpResponse::Ok().json(json!({
-        "success": true, "errors": [], "messages": [], "result": result, "result_info": info,
-    }))
+    HttpResponse::Ok().json(Envelope { success: true, errors: [], messages: [], result, result_info: Some(info) })
 }
 
 /// A JSON request body. An empty body reads as `{}`, so endpoints whose fields are all optional
@@ -69,31 +84,52 @@ fn too_large() -> ApiError {
     )
 }
 
+/// Decodes a request body in one pass when it is valid; only a body that fails is read again, to tell
+/// malformed JSON from a value of the wrong type and to name where the problem is.
 fn decode<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
+    // Every request body is an object; serde would otherwise read some structs from arrays.
+    if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        if let Ok(value) = serde_json::from_slice(text) {
+            return Ok(value);
+        }
+    }
+    Err(explain_failure::<T>(text))
+}
+
+fn explain_failure<T: DeserializeOwned>(text: &[u8]) -> ApiError {
     let malformed = |e: serde_json::Error| {
         ApiError::bad_request_code(codes::MALFORMED_JSON, format!("malformed JSON in the request body: {e}"))
     };
     // Check the syntax of the whole body first, so a truncated document is reported as malformed
     // rather than as whatever type error the typed decoding meets first.
-    serde_json::from_slice::<serde::de::IgnoredAny>(text).map_err(malformed)?;
-    // Every request body is an object; serde would otherwise read some structs from arrays.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+        return malformed(e);
+    }
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::bad_request("invalid request body: expected a JSON object"));
+        return ApiError::bad_request("invalid request body: expected a JSON object");
     }
     let mut de = serde_json::Deserializer::from_slice(text);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if inner.is_syntax() || inner.is_eof() {
-            malformed(inner)
-        } else if path == "." {
-            ApiError::bad_request(format!("invalid request body: {inner}"))
-        } else {
-            ApiError::bad_request(format!("invalid request body at {path}: {inner}"))
+    match serde_path_to_error::deserialize::<_, T>(&mut de) {
+        Ok(_) => match de.end() {
+            Err(e) => malformed(e),
+            // The plain decoder refused what the path-tracking one took: report it plainly.
+            Ok(()) => match serde_json::from_slice::<T>(text) {
+                Err(e) => ApiError::bad_request(format!("invalid request body: {e}")),
+                Ok(_) => ApiError::bad_request("invalid request body"),
+            },
+        },
+        Err(err) => {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            if inner.is_syntax() || inner.is_eof() {
+                malformed(inner)
+            } else if path == "." {
+                ApiError::bad_request(format!("invalid request body: {inner}"))
+            } else {
+                ApiError::bad_request(format!("invalid request body at {path}: {inner}"))
+            }
         }
-    })?;
-    de.end().map_err(malformed)?;
-    Ok(value)
+    }
 }
 
 impl From<Invalid> for ApiError {

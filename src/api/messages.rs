@@ -3,8 +3,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use super::envelope::{ok, ApiJson};
 use super::queues::{find_queue, queue_id};
@@ -12,7 +12,7 @@ use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::ids::{AccountId, MessageId};
 use crate::queue::consumer::{ConsumerKind, RetryPolicy};
-use crate::queue::message::{self, check_batch, check_delay, encode_for_pull, ContentType, PublishInput};
+use crate::queue::message::{self, check_batch, check_delay, ContentType, Field, PublishInput, PulledBody};
 use crate::state::AppState;
 use crate::store::consumers::DeliveryTarget;
 use crate::store::messages::{ClaimSpec, Retry, StoredMessage};
@@ -26,12 +26,22 @@ const DEFAULT_MAX_RETRIES: i32 = 3;
 /// Claims in one pull: exhausted messages take a claim's slots as they are dead-lettered.
 const MAX_CLAIMS_PER_PULL: usize = 10;
 
-pub fn metrics_json(backlog: &Backlog) -> Value {
-    json!({
-        "backlog_count": backlog.count,
-        "backlog_bytes": backlog.bytes,
-        "oldest_message_timestamp_ms": backlog.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
-    })
+/// Backlog figures as publish and pull answers carry them.
+#[derive(Serialize)]
+pub struct BacklogMetrics {
+    backlog_count: i64,
+    backlog_bytes: i64,
+    oldest_message_timestamp_ms: i64,
+}
+
+impl From<&Backlog> for BacklogMetrics {
+    fn from(backlog: &Backlog) -> Self {
+        BacklogMetrics {
+            backlog_count: backlog.count,
+            backlog_bytes: backlog.bytes,
+            oldest_message_timestamp_ms: backlog.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -51,7 +61,7 @@ async fn store_batch(
     state: &AppState,
     account: AccountId,
     raw_queue: &str,
-    messages: &[(String, &PublishMessage)],
+    messages: &[(Field, &PublishMessage)],
     batch_delay: Option<i64>,
 ) -> ApiResult<HttpResponse> {
     let queue = queue_id(raw_queue)?;
@@ -60,7 +70,7 @@ async fn store_batch(
         .iter()
         .map(|(field, m)| {
             let input = PublishInput {
-                field,
+                field: *field,
                 body: m.body.as_deref(),
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
@@ -89,7 +99,7 @@ async fn store_batch(
     state.backlog.added(queue, count, bytes, chrono::Utc::now());
     // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
     let metrics = match state.backlog.get(&state.pool, queue).await {
-        Ok(backlog) => metrics_json(&backlog),
+        Ok(backlog) => json!(BacklogMetrics::from(&backlog)),
         Err(err) => {
             tracing::warn!(error = %err, "backlog metrics after publish failed");
             json!({})
@@ -104,7 +114,7 @@ pub async fn publish(
     path: web::Path<(String, String)>,
     body: ApiJson<PublishMessage>,
 ) -> ApiResult<HttpResponse> {
-    store_batch(&state, auth.account_id(), &path.1, &[("message".to_owned(), &body.0)], None).await
+    store_batch(&state, auth.account_id(), &path.1, &[(Field::Message, &body.0)], None).await
 }
 
 pub async fn publish_batch(
@@ -124,8 +134,7 @@ pub async fn publish_batch(
             codes::TOO_MANY_MESSAGES,
         ));
     }
-    let named: Vec<(String, &PublishMessage)> =
-        messages.iter().enumerate().map(|(i, m)| (format!("messages[{i}]"), m)).collect();
+    let named: Vec<(Field, &PublishMessage)> = messages.iter().enumerate().map(|(i, m)| (Field::Batch(i), m)).collect();
     store_batch(&state, auth.account_id(), &path.1, &named, batch.delay_seconds).await
 }
 
@@ -215,33 +224,69 @@ pub async fn pull(
     }
     state.activity.delivered(ConsumerKind::HttpPull, leased.len());
     let backlog = state.backlog.get(&state.pool, target.queue_id).await?;
-    let messages: Vec<Value> = leased
+    let messages: Vec<MessageView<'_>> = leased
         .iter()
-        .map(|m| {
-            let mut view = message_view(m);
-            view["lease_id"] = json!(state.signer.lease_id(target.queue_id, m.id, m.attempts));
-            view
-        })
+        .map(|m| MessageView::of(m, Handle::Lease(state.signer.lease_id(target.queue_id, m.id, m.attempts))))
         .collect();
-    Ok(ok(json!({
-        "message_backlog_count": backlog.count,
-        "messages": messages,
-        "metadata": { "metrics": metrics_json(&backlog) },
-    })))
+    Ok(ok(PullAnswer {
+        message_backlog_count: backlog.count,
+        messages,
+        metadata: Metadata { metrics: BacklogMetrics::from(&backlog) },
+    }))
 }
 
-fn message_view(m: &StoredMessage) -> Value {
-    let content_type = ContentType::from_code(m.content_type);
-    json!({
-        "id": m.id.to_string(),
-        "body": encode_for_pull(content_type, &m.body),
-        "attempts": m.attempts,
-        "timestamp_ms": m.published_at.timestamp_millis(),
-        "metadata": {
-            "CF-Content-Type": content_type.as_str(),
-            "CF-sourceMessageSource": "api",
-        },
-    })
+#[derive(Serialize)]
+struct PullAnswer<'a> {
+    message_backlog_count: i64,
+    messages: Vec<MessageView<'a>>,
+    metadata: Metadata,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    metrics: BacklogMetrics,
+}
+
+/// A message as pull and peek show it; pull adds its lease id, peek its ref.
+#[derive(Serialize)]
+struct MessageView<'a> {
+    id: MessageId,
+    body: PulledBody<'a>,
+    attempts: i32,
+    timestamp_ms: i64,
+    metadata: MessageMetadata,
+    #[serde(flatten)]
+    handle: Handle,
+}
+
+#[derive(Serialize)]
+enum Handle {
+    #[serde(rename = "lease_id")]
+    Lease(String),
+    #[serde(rename = "ref")]
+    Ref(String),
+}
+
+#[derive(Serialize)]
+struct MessageMetadata {
+    #[serde(rename = "CF-Content-Type")]
+    content_type: &'static str,
+    #[serde(rename = "CF-sourceMessageSource")]
+    source: &'static str,
+}
+
+impl<'a> MessageView<'a> {
+    fn of(m: &'a StoredMessage, handle: Handle) -> Self {
+        let content_type = ContentType::from_code(m.content_type);
+        MessageView {
+            id: m.id,
+            body: PulledBody { content_type, bytes: &m.body },
+            attempts: m.attempts,
+            timestamp_ms: m.published_at.timestamp_millis(),
+            metadata: MessageMetadata { content_type: content_type.as_str(), source: "api" },
+            handle,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -278,7 +323,7 @@ pub async fn ack(
     // Validate everything before applying anything.
     for (i, r) in request.retries.iter().enumerate() {
         if let Some(d) = r.delay_seconds {
-            check_delay(&format!("retries[{i}].delay_seconds"), d)?;
+            check_delay(format_args!("retries[{i}].delay_seconds"), d)?;
         }
     }
     let target = delivery_target(&state, account, &path.1).await?;
@@ -363,14 +408,8 @@ pub async fn peek(
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
     let retention = queue.message_retention_period.into();
     let found = store::messages::peek(&state.pool, queue.id, retention, limit.unwrap_or(10)).await?;
-    let messages: Vec<Value> = found
-        .iter()
-        .map(|m| {
-            let mut view = message_view(m);
-            view["ref"] = json!(state.signer.peek_ref(queue.id, m.id));
-            view
-        })
-        .collect();
+    let messages: Vec<MessageView<'_>> =
+        found.iter().map(|m| MessageView::of(m, Handle::Ref(state.signer.peek_ref(queue.id, m.id)))).collect();
     Ok(ok(json!({ "messages": messages })))
 }
 

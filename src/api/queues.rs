@@ -164,7 +164,7 @@ pub async fn metrics(
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
     let backlog = store::queues::backlog(&state.pool, queue.id).await?;
-    Ok(ok(super::messages::metrics_json(&backlog)))
+    Ok(ok(super::messages::BacklogMetrics::from(&backlog)))
 }
 
 #[derive(Deserialize)]

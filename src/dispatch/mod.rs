@@ -24,7 +24,7 @@ use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::{self, Decision};
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
-use crate::queue::message::{encode_for_pull, ContentType};
+use crate::queue::message::{ContentType, PulledBody};
 use crate::queue::settings::MAX_DELAY_SECONDS;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{ClaimSpec, Retry, SlotRequest, StoredMessage};
@@ -240,16 +240,16 @@ impl Dispatcher {
                 let body = match content_type {
                     // Stored JSON bodies are the JSON text the producer sent: embed it byte for byte.
                     ContentType::Json => {
-                        String::from_utf8(m.body.clone()).ok().and_then(|t| RawValue::from_string(t).ok())
+                        WebhookBody::Json(std::str::from_utf8(&m.body).ok().and_then(|t| serde_json::from_str(t).ok()))
                     }
-                    other => serde_json::value::to_raw_value(&encode_for_pull(other, &m.body)).ok(),
+                    other => WebhookBody::Encoded(PulledBody { content_type: other, bytes: &m.body }),
                 };
                 DeliveredMessage {
                     id,
                     timestamp_ms: m.published_at.timestamp_millis(),
                     attempts: m.attempts,
                     content_type: content_type.as_str(),
-                    body: body.unwrap_or_else(|| RawValue::from_string("null".into()).expect("null is JSON")),
+                    body,
                     lease_id: self.signer.lease_id(c.queue_id, m.id, m.attempts),
                 }
             })
@@ -336,8 +336,17 @@ struct DeliveredMessage<'a> {
     timestamp_ms: i64,
     attempts: i32,
     content_type: &'static str,
-    body: Box<RawValue>,
+    body: WebhookBody<'a>,
     lease_id: String,
+}
+
+/// A body in a webhook delivery: `json` embedded as the JSON text the producer sent (null if it were
+/// ever unreadable), `text` as a string, `bytes` as base64.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WebhookBody<'a> {
+    Json(Option<&'a RawValue>),
+    Encoded(PulledBody<'a>),
 }
 
 fn retry_all<'a>(ids: &[&'a str]) -> HashMap<&'a str, Decision> {

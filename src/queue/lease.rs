@@ -20,7 +20,8 @@ const ENCODED_LEN: usize = 1 + 16 + 4 + MAC_LEN;
 
 #[derive(Clone)]
 pub struct Signer {
-    key: Vec<u8>,
+    /// HMAC-SHA256 already keyed: each lease id clones it instead of hashing the key again.
+    keyed: Hmac<Sha256>,
 }
 
 /// What a genuine lease id says.
@@ -32,7 +33,7 @@ pub struct Lease {
 
 impl Signer {
     pub fn new(key: Vec<u8>) -> Self {
-        Self { key }
+        Self { keyed: Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length") }
     }
 
     pub fn lease_id(&self, queue: QueueId, message: MessageId, attempt: i32) -> String {
@@ -53,7 +54,7 @@ impl Signer {
     }
 
     fn mac(&self, tag: u8, queue: QueueId, message: MessageId, attempt: i32) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
+        let mut mac = self.keyed.clone();
         mac.update(&[tag]);
         mac.update(queue.0.as_bytes());
         mac.update(message.0.as_bytes());

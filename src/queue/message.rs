@@ -1,10 +1,11 @@
 //! Message content: the three content types, how bodies are stored and encoded for consumers, the
 //! size limits, and delay precedence.
 
+use std::fmt;
+
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use super::settings::MAX_DELAY_SECONDS;
 use super::{invalid, Invalid, InvalidKind};
@@ -21,7 +22,8 @@ pub enum ContentType {
 }
 
 impl ContentType {
-    pub fn parse(field: &str, raw: Option<&str>) -> Result<Self, Invalid> {
+    /// `field` names the value in the error message.
+    pub fn parse(field: impl fmt::Display, raw: Option<&str>) -> Result<Self, Invalid> {
         match raw {
             None | Some("json") => Ok(Self::Json),
             Some("text") => Ok(Self::Text),
@@ -68,9 +70,26 @@ pub struct NewMessage {
     pub delay_seconds: Option<i64>,
 }
 
-/// One message as published. `field` names it in error messages (`messages[3]`, say).
+/// Where a published message is in the request, to name it in error messages: `message`, or
+/// `messages[3]` in a batch. Formatted only when there is an error to report.
+#[derive(Debug, Clone, Copy)]
+pub enum Field {
+    Message,
+    Batch(usize),
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Field::Message => f.write_str("message"),
+            Field::Batch(i) => write!(f, "messages[{i}]"),
+        }
+    }
+}
+
+/// One message as published.
 pub struct PublishInput<'a> {
-    pub field: &'a str,
+    pub field: Field,
     /// The body exactly as the client wrote it, so a `json` body keeps its bytes (key order, number
     /// spelling) as Cloudflare keeps them.
     pub body: Option<&'a RawValue>,
@@ -82,20 +101,20 @@ pub struct PublishInput<'a> {
 /// the message's delay, else the batch's, else (None) the queue's.
 pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewMessage, Invalid> {
     let field = input.field;
-    let content_type = ContentType::parse(&format!("{field}.content_type"), input.content_type)?;
+    let content_type = ContentType::parse(format_args!("{field}.content_type"), input.content_type)?;
     let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
     let string = || serde_json::from_str::<String>(body.get()).ok();
-    let bytes = match (content_type, string()) {
-        (ContentType::Json, _) => body.get().as_bytes().to_vec(),
-        (ContentType::Text, Some(s)) => s.into_bytes(),
-        (ContentType::Text, None) => {
-            return Err(invalid(format!("{field}.body must be a string for content_type text")))
-        }
-        (ContentType::Bytes, Some(s)) => {
-            BASE64.decode(s).map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
-        }
-        (ContentType::Bytes, None) => {
-            return Err(invalid(format!("{field}.body must be a base64 string for content_type bytes")))
+    let bytes = match content_type {
+        ContentType::Json => body.get().as_bytes().to_vec(),
+        ContentType::Text => string()
+            .ok_or_else(|| invalid(format!("{field}.body must be a string for content_type text")))?
+            .into_bytes(),
+        ContentType::Bytes => {
+            let text = string()
+                .ok_or_else(|| invalid(format!("{field}.body must be a base64 string for content_type bytes")))?;
+            BASE64
+                .decode(text)
+                .map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
         }
     };
     if bytes.len() > MAX_MESSAGE_BYTES {
@@ -105,13 +124,13 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewM
         });
     }
     let delay_seconds = match input.delay_seconds {
-        Some(d) => Some(check_delay(&format!("{field}.delay_seconds"), d)?),
+        Some(d) => Some(check_delay(format_args!("{field}.delay_seconds"), d)?),
         None => batch_delay,
     };
     Ok(NewMessage { content_type, body: bytes, delay_seconds })
 }
 
-pub fn check_delay(field: &str, seconds: i64) -> Result<i64, Invalid> {
+pub fn check_delay(field: impl fmt::Display, seconds: i64) -> Result<i64, Invalid> {
     if (0..=MAX_DELAY_SECONDS).contains(&seconds) {
         Ok(seconds)
     } else {
@@ -140,25 +159,40 @@ pub fn check_batch(messages: &[NewMessage]) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A body as pull and peek return it: `text` plain, `json` and `bytes` as base64 (as Cloudflare does).
-pub fn encode_for_pull(content_type: ContentType, body: &[u8]) -> Value {
-    match content_type {
-        ContentType::Text => Value::String(String::from_utf8_lossy(body).into_owned()),
-        ContentType::Json | ContentType::Bytes => Value::String(BASE64.encode(body)),
+/// A stored body as pull and peek return it: `text` as a string, `json` and `bytes` as base64 (as
+/// Cloudflare does). It serializes straight from the stored bytes, with no copy in between.
+#[derive(Debug, Clone, Copy)]
+pub struct PulledBody<'a> {
+    pub content_type: ContentType,
+    pub bytes: &'a [u8],
+}
+
+impl serde::Serialize for PulledBody<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.content_type {
+            // Text bodies were stored from JSON strings, so they are UTF-8.
+            ContentType::Text => match std::str::from_utf8(self.bytes) {
+                Ok(text) => serializer.serialize_str(text),
+                Err(_) => serializer.serialize_str(&String::from_utf8_lossy(self.bytes)),
+            },
+            ContentType::Json | ContentType::Bytes => {
+                serializer.collect_str(&base64::display::Base64Display::new(self.bytes, &BASE64))
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
 
     fn raw(value: Value) -> Box<RawValue> {
         serde_json::value::to_raw_value(&value).unwrap()
     }
 
     fn input<'a>(body: &'a RawValue, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
-        PublishInput { field: "message", body: Some(body), content_type: ct, delay_seconds: delay }
+        PublishInput { field: Field::Message, body: Some(body), content_type: ct, delay_seconds: delay }
     }
 
     #[test]
@@ -196,5 +230,18 @@ mod tests {
         let big = raw(Value::String("x".repeat(MAX_MESSAGE_BYTES + 1)));
         let err = prepare(input(&big, Some("text"), None), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::MessageTooLarge);
+    }
+
+    #[test]
+    fn pulled_bodies_are_text_or_base64() {
+        let view = |content_type, bytes: &[u8]| serde_json::to_string(&PulledBody { content_type, bytes }).unwrap();
+        assert_eq!(view(ContentType::Text, "h\"é\n".as_bytes()), r#""h\"é\n""#);
+        assert_eq!(view(ContentType::Bytes, &[0, 1, 2]), r#""AAEC""#);
+        assert_eq!(view(ContentType::Json, br#"{"a":1}"#), r#""eyJhIjoxfQ==""#);
+        let err = prepare(
+            PublishInput { field: Field::Batch(3), body: None, content_type: Some("text"), delay_seconds: None },
+            None,
+        );
+        assert!(err.unwrap_err().message.starts_with("messages[3].body"));
     }
 }
