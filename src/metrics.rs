@@ -328,12 +328,15 @@ pub async fn run_queue_gauges(
     stop: tokio_util::sync::CancellationToken,
 ) {
     loop {
+        let started = std::time::Instant::now();
         if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
             tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
         }
+        // The gauges count every queue's messages: with large backlogs, count less often.
+        let wait = crate::backlog::spacing(started.elapsed(), every);
         tokio::select! {
             _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }

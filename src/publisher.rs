@@ -1,11 +1,14 @@
-//! Group commit for publishes. Every publish request hands its messages to one writer, which takes all
-//! publishes waiting at that moment, stores them with one statement and one commit, then answers each.
-//! Under load, concurrent single-message publishes share a transaction (one WAL flush for many
+//! Group commit for publishes. Every publish request hands its messages to one collector, which takes
+//! all publishes waiting at that moment and stores them with one statement and one commit, then answers
+//! each. Under load, concurrent single-message publishes share a transaction (one WAL flush for many
 //! messages) while each 2xx still means its messages are committed; when the service is idle a publish
-//! is written at once, with no added wait. One writer, not several: statements of many rows cost
-//! PostgreSQL far less per message than several concurrent smaller ones (measured: 46 against 62-71 CPU
-//! µs per message with 64 concurrent single publishes), and one writer stores some 40,000 messages a
-//! second in batches of 100; more nodes add more writers.
+//! is written at once, with no added wait.
+//!
+//! One statement at a time, as a rule: statements of many rows cost PostgreSQL far less per message
+//! than several concurrent smaller ones (measured with 64 concurrent single publishes: 46 CPU µs per
+//! message with one writer, 62-71 with two or four). But once a batch is large, a bigger one saves
+//! little, while a second statement overlaps the first's WAL flush and uses another core: so a second
+//! statement starts while one is in flight only when at least `SECOND_STATEMENT_MESSAGES` are waiting.
 //!
 //! Dispatchers are woken after the commit by a task of their own, so a wake-up never holds up a
 //! publish answer and wake-ups for many commits go out together.
@@ -14,7 +17,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex as SyncMutex};
 
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
@@ -23,6 +26,9 @@ use crate::store::messages::{self, Publish};
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
 const MAX_BYTES_PER_COMMIT: usize = 4 * 1024 * 1024;
+/// Statements in flight at once, and how many messages must wait before a second one starts.
+const MAX_STATEMENTS: u32 = 2;
+const SECOND_STATEMENT_MESSAGES: usize = 100;
 
 struct Job {
     account: AccountId,
@@ -45,11 +51,11 @@ pub enum PublishError {
 }
 
 impl Publisher {
-    /// Starts the writer on `pool`. It stops when every `Publisher` clone is dropped.
+    /// Starts the collector on `pool`. It stops when every `Publisher` clone is dropped.
     pub fn start(pool: PgPool) -> Publisher {
         let (jobs, queue) = mpsc::channel::<Job>(16 * 1024);
         let wakes = Arc::new(Wakes::default());
-        tokio::spawn(write(pool.clone(), queue, wakes.clone()));
+        tokio::spawn(collect(pool.clone(), queue, wakes.clone()));
         tokio::spawn(wake_dispatchers(pool, Arc::downgrade(&wakes)));
         Publisher { jobs }
     }
@@ -67,35 +73,83 @@ impl Publisher {
     }
 }
 
-fn bytes(job: &Job) -> usize {
-    job.messages.iter().map(|m| m.body.len()).sum()
+/// Publishes waiting to be stored together.
+#[derive(Default)]
+struct Batch {
+    jobs: Vec<Job>,
+    messages: usize,
+    bytes: usize,
 }
 
-async fn write(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>) {
-    while let Some(first) = jobs.recv().await {
-        // Take everything waiting now, up to the caps.
-        let (mut count, mut size) = (first.messages.len(), bytes(&first));
-        let mut batch = vec![first];
-        while count < MAX_MESSAGES_PER_COMMIT && size < MAX_BYTES_PER_COMMIT {
+impl Batch {
+    fn push(&mut self, job: Job) {
+        self.messages += job.messages.len();
+        self.bytes += job.messages.iter().map(|m| m.body.len()).sum::<usize>();
+        self.jobs.push(job);
+    }
+
+    fn full(&self) -> bool {
+        self.messages >= MAX_MESSAGES_PER_COMMIT || self.bytes >= MAX_BYTES_PER_COMMIT
+    }
+
+    /// Adds every job waiting now, up to the caps.
+    fn fill(&mut self, jobs: &mut mpsc::Receiver<Job>) {
+        while !self.full() {
             let Ok(job) = jobs.try_recv() else { break };
-            count += job.messages.len();
-            size += bytes(&job);
+            self.push(job);
+        }
+    }
+}
+
+async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>) {
+    let statements = Arc::new(Semaphore::new(MAX_STATEMENTS as usize));
+    let mut batch = Batch::default();
+    loop {
+        if batch.jobs.is_empty() {
+            let Some(job) = jobs.recv().await else { return };
             batch.push(job);
         }
-        let publishes: Vec<Publish<'_>> =
-            batch.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
-        let outcome = messages::publish(&pool, &publishes).await.map_err(Arc::new);
-        drop(publishes);
-        if let Ok(stored) = &outcome {
-            wakes.add(stored);
+        batch.fill(&mut jobs);
+        let busy = statements.available_permits() < MAX_STATEMENTS as usize;
+        if busy && batch.messages < SECOND_STATEMENT_MESSAGES && !batch.full() {
+            // A statement is running and little waits: gather more until it ends.
+            tokio::select! {
+                job = jobs.recv() => match job {
+                    Some(job) => batch.push(job),
+                    None => {
+                        let _ = statements.acquire_many(MAX_STATEMENTS).await;
+                        store(&pool, std::mem::take(&mut batch), &wakes).await;
+                        return;
+                    }
+                },
+                all = statements.acquire_many(MAX_STATEMENTS) => drop(all),
+            }
+            continue;
         }
-        for job in batch {
-            let answer = match &outcome {
-                Ok(stored) => Ok(stored.contains(&job.queue)),
-                Err(err) => Err(err.clone()),
-            };
-            let _ = job.done.send(answer);
-        }
+        let permit = statements.clone().acquire_owned().await.expect("the semaphore is never closed");
+        let (pool, wakes, batch) = (pool.clone(), wakes.clone(), std::mem::take(&mut batch));
+        tokio::spawn(async move {
+            store(&pool, batch, &wakes).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Stores a batch with one statement and answers each of its publishes.
+async fn store(pool: &PgPool, batch: Batch, wakes: &Wakes) {
+    let publishes: Vec<Publish<'_>> =
+        batch.jobs.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
+    let outcome = messages::publish(pool, &publishes).await.map_err(Arc::new);
+    drop(publishes);
+    if let Ok(stored) = &outcome {
+        wakes.add(stored);
+    }
+    for job in batch.jobs {
+        let answer = match &outcome {
+            Ok(stored) => Ok(stored.contains(&job.queue)),
+            Err(err) => Err(err.clone()),
+        };
+        let _ = job.done.send(answer);
     }
 }
 
@@ -113,11 +167,11 @@ impl Wakes {
     }
 }
 
-/// Sends the wake-ups, all queues waiting at once, until the writers are gone.
+/// Sends the wake-ups, all queues waiting at once, until the collector is gone.
 async fn wake_dispatchers(pool: PgPool, wakes: std::sync::Weak<Wakes>) {
     loop {
         let Some(pending) = wakes.upgrade() else { return };
-        // Wait with a timeout, so the task notices when the writers are gone.
+        // Wait with a timeout, so the task notices when the collector is gone.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), pending.added.notified()).await;
         let queues: Vec<QueueId> = pending.queues.lock().expect("wakes lock").drain().collect();
         drop(pending);

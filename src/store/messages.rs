@@ -25,18 +25,23 @@ pub struct StoredMessage {
 /// A dead-lettered message keeps its id and timestamp and starts its attempts again. The dead-letter
 /// queue's row is share-locked so a concurrent delete of it waits; if it is already gone, the message
 /// stays where it is until the queue is made again.
+///
+/// Rows found by an earlier step are addressed as `id = any(array(...))`, one primary-key probe each,
+/// rather than joined: a prepared statement's generic plan may join by merging along the whole primary
+/// key from its start, which in a draining queue is where the dead entries of acked messages pile up
+/// (measured: a claim of 100 took 3.4 ms instead of about 1), or hash-join against a scan of every message.
 macro_rules! dead_letter_ctes {
     () => {
         "dead_letter_queue as (select id from queues where id = $2 for key share),
         dead as (
             update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now()
-            from exhausted e, dead_letter_queue d where m.id = e.id
+            from dead_letter_queue d where m.id = any(array(select id from exhausted))
             returning m.id),
         dropped as (
-            delete from messages m using exhausted e where m.id = e.id and $2::uuid is null
+            delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
             returning m.id),
         dropped_bodies as (
-            delete from message_bodies b using dropped d where b.id = d.id)"
+            delete from message_bodies b where b.id = any(array(select id from dropped)))"
     };
 }
 
@@ -57,15 +62,17 @@ pub struct Publish<'a> {
 /// not here: PostgreSQL holds a lock from a notifying transaction's commit until its WAL is flushed, so
 /// a NOTIFY inside would make concurrent publishes commit one after another.
 pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Vec<QueueId>, sqlx::Error> {
+    let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
+    targets.sort_by_key(|(q, a)| (q.0, a.0));
+    targets.dedup();
+    let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
     let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
-    let mut ids = Vec::with_capacity(total);
-    let (mut accounts, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
     for p in publishes {
         for m in p.messages {
             ids.push(MessageId::new());
-            accounts.push(p.account);
             queues.push(p.queue);
             types.push(m.content_type.code());
             bodies.push(m.body.as_slice());
@@ -73,27 +80,27 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
             sizes.push(m.body.len() as i32);
         }
     }
+    // Each insert reads the arrays itself, joined to the few queues: no 1 KiB body is copied into an
+    // intermediate result on the way (which cost a third of the statement's time).
     sqlx::query_scalar(
-        "with input as (
-             select * from unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::int2[], $5::bytea[], $6::int8[], $7::int4[])
-                 as t(id, account_id, queue_id, content_type, body, delay, size)),
-         live as (
+        "with live as (
              select q.id, q.delivery_delay from queues q
-             where (q.id, q.account_id) in (select distinct queue_id, account_id from input)
-             for key share skip locked),
-         accepted as (
-             select i.*, l.delivery_delay from input i join live l on l.id = i.queue_id),
+             where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
          bodies as (
-             insert into message_bodies (id, content_type, body) select id, content_type, body from accepted),
+             insert into message_bodies (id, content_type, body)
+             select m.id, m.content_type, m.body
+             from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
+             where m.queue_id in (select id from live)),
          inserted as (
              insert into messages (id, queue_id, available_at, size, published_at)
-             select id, queue_id, now() + make_interval(secs => coalesce(delay, delivery_delay)), size, now()
-             from accepted
-             returning queue_id)
-         select distinct queue_id from inserted",
+             select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+             from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+             join live l on l.id = m.queue_id)
+         select id from live",
     )
+    .bind(&target_queues)
+    .bind(&target_accounts)
     .bind(&ids)
-    .bind(&accounts)
     .bind(&queues)
     .bind(&types)
     .bind(&bodies)
@@ -176,8 +183,8 @@ pub async fn claim(
              update messages m
              set available_at = now() + make_interval(secs => $5::float8 / 1000),
                  attempts = m.attempts + 1, leased = true
-             from candidates c
-             where m.id = c.id and c.attempts < $3 and ($7::uuid is null or exists (select 1 from slot))
+             where m.id = any(array(select id from candidates where attempts < $3))
+               and ($7::uuid is null or exists (select 1 from slot))
              returning m.id, m.attempts, m.published_at),
          ",
         dead_letter_ctes!(),
