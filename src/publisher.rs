@@ -7,8 +7,10 @@
 //! One statement at a time, as a rule: statements of many rows cost PostgreSQL far less per message
 //! than several concurrent smaller ones (measured with 64 concurrent single publishes: 46 CPU µs per
 //! message with one writer, 62-71 with two or four). But once a batch is large, a bigger one saves
-//! little, while a second statement overlaps the first's WAL flush and uses another core: so a second
-//! statement starts while one is in flight only when at least `SECOND_STATEMENT_MESSAGES` are waiting.
+//! little, while more statements overlap each other's WAL flushes and use more cores: so another
+//! statement starts while others are in flight (up to `MAX_STATEMENTS`) only when at least
+//! `CONCURRENT_STATEMENT_MESSAGES` are waiting (batches of 100 from 4 clients: 60k -> 71k messages/s
+//! with up to four statements rather than one or two).
 //!
 //! Dispatchers are woken after the commit by a task of their own, so a wake-up never holds up a
 //! publish answer and wake-ups for many commits go out together.
@@ -26,9 +28,9 @@ use crate::store::messages::{self, Publish};
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
 const MAX_BYTES_PER_COMMIT: usize = 4 * 1024 * 1024;
-/// Statements in flight at once, and how many messages must wait before a second one starts.
-const MAX_STATEMENTS: u32 = 2;
-const SECOND_STATEMENT_MESSAGES: usize = 100;
+/// Statements in flight at once, and how many messages must wait before one starts beside another.
+const MAX_STATEMENTS: u32 = 4;
+const CONCURRENT_STATEMENT_MESSAGES: usize = 100;
 
 struct Job {
     account: AccountId,
@@ -111,7 +113,7 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
         }
         batch.fill(&mut jobs);
         let busy = statements.available_permits() < MAX_STATEMENTS as usize;
-        if busy && batch.messages < SECOND_STATEMENT_MESSAGES && !batch.full() {
+        if busy && batch.messages < CONCURRENT_STATEMENT_MESSAGES && !batch.full() {
             // A statement is running and little waits: gather more until it ends.
             tokio::select! {
                 job = jobs.recv() => match job {
