@@ -58,9 +58,9 @@ impl Plan {
                 rounds: 1,
                 preload: 120_000,
                 cycle_intervals: 3,
-                cycle_interval: 6.0,
+                cycle_interval: 5.0,
                 big_backlog: 300_000,
-                latency_seconds: 10,
+                latency_seconds: 8,
             }
         } else {
             Plan {

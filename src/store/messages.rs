@@ -332,12 +332,13 @@ pub async fn wake(pool: &PgPool, queues: &[QueueId]) -> Result<(), sqlx::Error> 
 }
 
 /// Deletes the given messages of the queue (acks and purges by ref); returns the ids that were there.
-/// Rows are locked in id order, as retries lock them, so the two cannot deadlock.
+/// No separate pass locks the rows in id order first: that pass cost W2 (pull 100 + ack 100) about 8% of
+/// its throughput, and rows reach a delete in the order of the scan. Only acks, retries or purges of the
+/// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
+/// it applies, and its caller gets a 503 to retry (see `error.rs`).
 pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
     let rows: Vec<(MessageId, i32)> = sqlx::query_as(
-        "with doomed as (
-                 select id from messages where queue_id = $1 and id = any($2) order by id for update),
-              gone as (delete from messages m using doomed d where m.id = d.id returning m.id, m.size),
+        "with gone as (delete from messages m where queue_id = $1 and id = any($2) returning m.id, m.size),
               bodies as (delete from message_bodies b using gone where b.id = gone.id)
          select id, size from gone",
     )
@@ -358,7 +359,7 @@ pub struct Deleted {
     pub bytes: i64,
 }
 
-/// Deletes every message of a queue (queue deletion and purge), locking in id order like `delete`.
+/// Deletes every message of a queue (queue deletion and purge), locking in id order as retries do.
 pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with doomed as (select id from messages where queue_id = $1 order by id for update),
