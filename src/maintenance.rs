@@ -31,12 +31,25 @@ pub async fn sweep_expired(pool: &PgPool) -> Result<u64, sqlx::Error> {
 /// on publish and ack, every `BODIES_EVERY`th time.
 pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
 const BODIES_EVERY: u32 = 6;
+/// A table is vacuumed only when it has at least this many dead rows. A queue that is only published
+/// to leaves none, and vacuuming its new pages anyway cost a publish-only load a tenth of its rate
+/// (a second per `message_bodies` vacuum at 60k messages/s).
+const VACUUM_DEAD_ROWS: i64 = 1_000;
 
-/// Vacuums `messages` (and `message_bodies` when `bodies`), skipping a table another node is vacuuming.
-pub async fn vacuum(pool: &PgPool, bodies: bool) -> Result<(), sqlx::Error> {
+/// Vacuums `messages` (and `message_bodies` when `bodies`) if they hold at least `min_dead_rows` dead
+/// rows, skipping a table another node is vacuuming.
+pub async fn vacuum(pool: &PgPool, bodies: bool, min_dead_rows: i64) -> Result<(), sqlx::Error> {
+    let (messages_dead, bodies_dead): (i64, i64) = sqlx::query_as(
+        "select coalesce((select n_dead_tup from pg_stat_user_tables where relid = 'messages'::regclass), 0),
+                coalesce((select n_dead_tup from pg_stat_user_tables where relid = 'message_bodies'::regclass), 0)",
+    )
+    .fetch_one(pool)
+    .await?;
     // VACUUM refuses a transaction block; raw_sql sends it alone with the simple protocol.
-    sqlx::raw_sql("vacuum (skip_locked) messages").execute(pool).await?;
-    if bodies {
+    if messages_dead >= min_dead_rows {
+        sqlx::raw_sql("vacuum (skip_locked) messages").execute(pool).await?;
+    }
+    if bodies && bodies_dead >= min_dead_rows {
         sqlx::raw_sql("vacuum (skip_locked) message_bodies").execute(pool).await?;
     }
     Ok(())
@@ -49,7 +62,7 @@ pub async fn run_vacuum(pool: PgPool, stop: CancellationToken) {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        if let Err(err) = vacuum(&pool, round % BODIES_EVERY == 0).await {
+        if let Err(err) = vacuum(&pool, round % BODIES_EVERY == 0, VACUUM_DEAD_ROWS).await {
             tracing::warn!(error = %err, "vacuuming the message tables failed; will retry");
         }
     }
