@@ -58,7 +58,7 @@ latency:
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
 
 # W1-W5 side by side with the raw SQL ceiling and pgmq, each on a private cluster of its own
-# (README: Benchmarks). bench-quick runs in under 3 minutes; bench takes about 25.
+# (README: Benchmarks). bench-quick runs in under 3 minutes; bench takes about an hour.
 bench:
 	@cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench suite
