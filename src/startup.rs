@@ -23,12 +23,20 @@ use crate::state::AppState;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
+    pool_options(settings.db_pool_size).connect(&settings.database_url).await
+}
+
+/// How the service's pools are built.
+pub fn pool_options(size: u32) -> PgPoolOptions {
     PgPoolOptions::new()
-        .max_connections(settings.db_pool_size)
+        .max_connections(size)
         // While the database is unreachable, requests fail with a 503 after this long.
         .acquire_timeout(Duration::from_secs(3))
-        .connect(&settings.database_url)
-        .await
+        // No idle or lifetime reaping: sqlx 0.8's reaper task can spin forever at 100% CPU after its
+        // idle count races below zero between threads (launchbadge/sqlx#3645, seen here in a test).
+        // Connections are few and long-lived anyway.
+        .idle_timeout(None)
+        .max_lifetime(None)
 }
 
 /// The webhook dispatcher for this node, as configured.

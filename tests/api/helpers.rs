@@ -68,7 +68,15 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
     let metrics = std::sync::Arc::new(skiplock::metrics::Metrics::default());
     let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics.clone()));
-    let app = Application::build(pool.clone(), "127.0.0.1:0".parse().unwrap(), activity.clone(), limits)
+    // The app's worker threads get a pool of their own, built as the service builds it. The test's
+    // pool reaps idle connections every second, and sqlx 0.8's reaper can spin forever once threads
+    // race on its idle count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays
+    // on the test's thread.
+    let app_pool = skiplock::startup::pool_options(10)
+        .connect_with((*pool.connect_options()).clone())
+        .await
+        .expect("the app's pool connects");
+    let app = Application::build(app_pool, "127.0.0.1:0".parse().unwrap(), activity.clone(), limits)
         .await
         .expect("app builds");
     let address = format!("http://{}", app.local_addr());
