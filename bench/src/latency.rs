@@ -84,12 +84,7 @@ pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
         result["duplicates"],
         result["publish_errors"],
     );
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("latency-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
-    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
-    eprintln!("wrote {}", file.display());
-    Ok(())
+    crate::setup::write_result("latency", &result)
 }
 
 /// Publishes `rate` single messages a second for `seconds` to a webhook consumer on a server of its own

@@ -119,3 +119,13 @@ impl Env {
         Ok(())
     }
 }
+
+/// Writes a run's figures to `bench/results/<kind>-<UTC time>.json`.
+pub fn write_result(kind: &str, result: &Value) -> anyhow::Result<()> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("{kind}-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
+    std::fs::write(&file, serde_json::to_string_pretty(result)?)?;
+    eprintln!("wrote {}", file.display());
+    Ok(())
+}

@@ -666,12 +666,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         "w4_latency": latency,
         "peak_rss_mib": peak_rss_mib,
     });
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
-    std::fs::create_dir_all(&dir)?;
-    let file = dir.join(format!("bench-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
-    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
-    eprintln!("wrote {}", file.display());
-    Ok(())
+    crate::setup::write_result("bench", &result)
 }
 
 /// skiplock's statements by the time PostgreSQL spent on them (`--statements`).
