@@ -1,8 +1,8 @@
-//! Backlog figures for publish and pull answers. Counting a queue's messages costs time in proportion
-//! to its backlog, so each node counts a queue at most about once a second, and less often when the
-//! count is slow (`spacing`), by one request at a time (the others answer with the figure at hand), and
-//! keeps the figure up to date with its own publishes and acks in between. The answers call these
-//! metrics best effort; `GET .../metrics` always counts.
+//! Backlog figures for publish and pull answers. Reading a queue's counts costs a query, so each node
+//! reads a queue at most about once a second (`spacing` stretches that if the read is slow), by one
+//! request at a time (the others answer with the figure at hand), and keeps the figure up to date with
+//! its own publishes and acks in between. The answers call these metrics best effort; `GET .../metrics`
+//! always reads.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,8 +17,9 @@ const FRESH_FOR: Duration = Duration::from_secs(1);
 const CAPACITY: usize = 10_000;
 
 /// How long to wait before counting again after a count that took `took`: at least `floor`, and long
-/// enough that counting takes at most a twentieth of one connection's time (measured: counting a
-/// queue of 1.5 million messages took some 300 ms, and once a second it slowed publishing by half).
+/// enough that counting takes at most a twentieth of one connection's time (measured, when counts
+/// walked the queue: counting 1.5 million messages took some 300 ms, and once a second it slowed
+/// publishing by half).
 pub fn spacing(took: Duration, floor: Duration) -> Duration {
     floor.max(took * 20)
 }
@@ -50,7 +51,7 @@ impl BacklogCache {
             }
         }
         let started = Instant::now();
-        let counted = store::queues::backlog(pool, queue).await;
+        let counted = store::counts::backlog(pool, queue).await;
         let mut entries = self.entries.lock().expect("backlog lock");
         let counted = match counted {
             Ok(counted) => counted,

@@ -113,6 +113,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             tasks.spawn(async move { flusher.run(flush_pool, ACTIVITY_FLUSH_EVERY, flush_stop).await });
             tasks.spawn(maintenance::run(pool.clone(), activity.clone(), settings.retention_sweep_every, stop.clone()));
             tasks.spawn(maintenance::run_vacuum(pool.clone(), stop.clone()));
+            tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
             if roles.contains(&Role::Dispatcher) {
                 let dispatcher = startup::dispatcher(pool.clone(), &settings, activity.clone()).await?;
                 tracing::info!("dispatching webhooks");

@@ -1,5 +1,5 @@
-//! Background upkeep every node runs: deleting messages past their queue's retention period, and
-//! vacuuming the message tables often. Claims and acks leave a dead row behind for every message;
+//! Background upkeep every node runs: deleting messages past their queue's retention period, folding
+//! the queue count deltas, and vacuuming the message tables often. Claims and acks leave a dead row behind for every message;
 //! autovacuum visits a database at most once a minute, far too rarely for a queue, and claims slow
 //! down as they walk dead index entries (PERF-NOTES.md). The work is idempotent: sweeps claim rows with
 //! SKIP LOCKED and a vacuum another node is running is skipped, so any number of nodes can run it.
@@ -15,16 +15,20 @@ use crate::store;
 
 const SWEEP_BATCH: i64 = 10_000;
 
-/// Deletes every expired message, in batches; returns how many went.
+/// Deletes every expired message, in batches, from the queues that hold some; returns how many went.
+/// Finding those queues refreshes every queue's oldest publish time on the way.
 pub async fn sweep_expired(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let mut total = 0;
-    loop {
-        let deleted = store::messages::delete_expired(pool, SWEEP_BATCH).await?;
-        total += deleted;
-        if deleted < SWEEP_BATCH as u64 {
-            return Ok(total);
+    for queue in store::counts::refresh_oldest(pool).await? {
+        loop {
+            let deleted = store::messages::delete_expired(pool, queue, SWEEP_BATCH).await?;
+            total += deleted;
+            if deleted < SWEEP_BATCH as u64 {
+                break;
+            }
         }
     }
+    Ok(total)
 }
 
 /// How often the narrow, hot `messages` table is vacuumed; `message_bodies`, larger and written only
@@ -64,6 +68,23 @@ pub async fn run_vacuum(pool: PgPool, stop: CancellationToken) {
         }
         if let Err(err) = vacuum(&pool, round % BODIES_EVERY == 0, VACUUM_DEAD_ROWS).await {
             tracing::warn!(error = %err, "vacuuming the message tables failed; will retry");
+        }
+    }
+}
+
+/// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the
+/// work of a read rather than how fresh it is.
+const FOLD_EVERY: Duration = Duration::from_secs(1);
+
+pub async fn run_count_folding(pool: PgPool, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(FOLD_EVERY);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if let Err(err) = store::counts::fold(&pool).await {
+            tracing::warn!(error = %err, "folding queue counts failed; will retry");
         }
     }
 }

@@ -332,7 +332,7 @@ pub async fn run_queue_gauges(
         if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
             tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
         }
-        // The gauges count every queue's messages: with large backlogs, count less often.
+        // The gauges walk every queue's in-flight and delayed messages: when those are many, count less often.
         let wait = crate::backlog::spacing(started.elapsed(), every);
         tokio::select! {
             _ = stop.cancelled() => return,

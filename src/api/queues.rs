@@ -163,7 +163,7 @@ pub async fn metrics(
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    let backlog = store::queues::backlog(&state.pool, queue.id).await?;
+    let backlog = store::counts::backlog(&state.pool, queue.id).await?;
     Ok(ok(super::messages::BacklogMetrics::from(&backlog)))
 }
 

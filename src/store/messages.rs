@@ -24,7 +24,8 @@ pub struct StoredMessage {
 /// (null: delete), `$3` the number of deliveries allowed. `exhausted(id)` must be defined before this.
 /// A dead-lettered message keeps its id and timestamp and starts its attempts again. The dead-letter
 /// queue's row is share-locked so a concurrent delete of it waits; if it is already gone, the message
-/// stays where it is until the queue is made again.
+/// stays where it is until the queue is made again. A move changes two queues' counts, which no
+/// trigger sees (see the `queue_counts` migration), so `moved` writes their deltas.
 ///
 /// Rows found by an earlier step are addressed as `id = any(array(...))`, one primary-key probe each,
 /// rather than joined: a prepared statement's generic plan may join by merging along the whole primary
@@ -36,7 +37,12 @@ macro_rules! dead_letter_ctes {
         dead as (
             update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now()
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
-            returning m.id),
+            returning m.id, m.size, m.published_at),
+        moved as (
+            insert into queue_count_deltas (queue_id, messages, bytes, oldest)
+            select q.id, q.sign * count(*), q.sign * sum(dead.size), min(dead.published_at) filter (where q.sign > 0)
+            from dead cross join (values ($1::uuid, -1), ($2::uuid, 1)) as q(id, sign)
+            group by q.id, q.sign),
         dropped as (
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
             returning m.id),
@@ -372,19 +378,20 @@ pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, 
     Ok(done.rows_affected())
 }
 
-/// Deletes up to `limit` messages older than their queue's retention period (delivered or not), and
-/// messages whose queue no longer exists. Returns how many went.
-pub async fn delete_expired(pool: &PgPool, limit: i64) -> Result<u64, sqlx::Error> {
+/// Deletes up to `limit` of the queue's messages that are older than its retention period (delivered or
+/// not), or all of them if the queue no longer exists. Returns how many went.
+pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with expired as (
              select m.id from messages m left join queues q on q.id = m.queue_id
-             where q.id is null
-                or m.published_at < now() - make_interval(secs => q.message_retention_period)
-             limit $1
+             where m.queue_id = $1
+               and (q.id is null or m.published_at < now() - make_interval(secs => q.message_retention_period))
+             limit $2
              for update of m skip locked),
-         gone as (delete from messages m using expired e where m.id = e.id returning m.id)
-         delete from message_bodies b using gone where b.id = gone.id",
+         gone as (delete from messages m where m.id = any(array(select id from expired)) returning m.id)
+         delete from message_bodies b where b.id = any(array(select id from gone))",
     )
+    .bind(queue)
     .bind(limit)
     .execute(pool)
     .await?;

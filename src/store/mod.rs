@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod consumers;
+pub mod counts;
 pub mod dispatch;
 pub mod messages;
 pub mod queues;

@@ -182,17 +182,6 @@ pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Opt
     Ok(row)
 }
 
-/// Every message not yet acked: available, delayed and leased ones alike.
-pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog, sqlx::Error> {
-    sqlx::query_as(
-        "select count(*) as count, coalesce(sum(size), 0)::int8 as bytes, min(published_at) as oldest
-         from messages where queue_id = $1",
-    )
-    .bind(queue)
-    .fetch_one(db)
-    .await
-}
-
 /// Where a consumer's exhausted messages go: `known` when the consumer's dead-letter queue was found,
 /// else the queue named `name`, made again if it was deleted since. None when the consumer names none,
 /// or when the name is now the queue's own (it was renamed), which would loop messages forever.

@@ -25,18 +25,26 @@ pub struct QueueState {
 /// is None.
 pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<Vec<QueueState>, sqlx::Error> {
     sqlx::query_as(
-        "select q.account_id, q.id as queue_id, q.name as queue_name,
-                count(m.id) as backlog_count,
-                coalesce(sum(m.size), 0)::int8 as backlog_bytes,
-                count(m.id) filter (where m.leased and m.available_at > now()) as in_flight_count,
-                count(m.id) filter (where not m.leased and m.available_at > now()) as delayed_count,
-                min(m.published_at) as oldest,
-                coalesce(min(c.dead_letter_queue), '') as dead_letter_queue
+        "with pending as (
+             select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest
+             from queue_count_deltas group by queue_id)
+         select q.account_id, q.id as queue_id, q.name as queue_name,
+                coalesce(c.messages, 0) + coalesce(p.messages, 0) as backlog_count,
+                coalesce(c.bytes, 0) + coalesce(p.bytes, 0) as backlog_bytes,
+                f.in_flight_count, f.delayed_count,
+                case when coalesce(c.messages, 0) + coalesce(p.messages, 0) > 0 then least(c.oldest, p.oldest) end
+                    as oldest,
+                coalesce(con.dead_letter_queue, '') as dead_letter_queue
          from queues q
-         left join messages m on m.queue_id = q.id
-         left join consumers c on c.queue_id = q.id
+         left join queue_counts c on c.queue_id = q.id
+         left join pending p on p.queue_id = q.id
+         left join consumers con on con.queue_id = q.id
+         -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
+         cross join lateral (
+             select count(*) filter (where m.leased) as in_flight_count,
+                    count(*) filter (where not m.leased) as delayed_count
+             from messages m where m.queue_id = q.id and m.available_at > now()) f
          where $1::uuid is null or q.account_id = $1
-         group by q.account_id, q.id, q.name
          order by q.account_id, q.name",
     )
     .bind(account)

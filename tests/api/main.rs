@@ -6,6 +6,7 @@ mod process;
 
 mod auth;
 mod consumers;
+mod counts;
 mod dashboard;
 mod durability;
 mod messages_ack;
