@@ -24,6 +24,16 @@ create table queue_count_deltas (
 alter table queue_count_deltas set (
     autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_scale_factor = 0, vacuum_truncate = false);
 
+-- What every reader of the counts uses: the folded row plus the deltas not yet folded. The oldest time
+-- is null while the queue is empty.
+create view queue_backlogs as
+select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes,
+       case when sum(messages) > 0 then min(oldest) end as oldest
+from (select queue_id, messages, bytes, oldest from queue_counts
+      union all
+      select queue_id, messages, bytes, oldest from queue_count_deltas) as counted
+group by queue_id;
+
 create function count_stored_messages() returns trigger language plpgsql as $$
 begin
     insert into queue_count_deltas (queue_id, messages, bytes, oldest)

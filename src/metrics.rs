@@ -332,7 +332,8 @@ pub async fn run_queue_gauges(
         if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
             tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
         }
-        // The gauges walk every queue's in-flight and delayed messages: when those are many, count less often.
+        // The gauges walk every queue's in-flight and delayed messages: when those are many, count
+        // less often.
         let wait = crate::backlog::spacing(started.elapsed(), every);
         tokio::select! {
             _ = stop.cancelled() => return,

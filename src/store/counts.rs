@@ -6,19 +6,11 @@ use sqlx::{PgExecutor, PgPool};
 use crate::ids::QueueId;
 use crate::store::queues::Backlog;
 
-/// A queue's figures: its folded row plus the deltas not yet folded, read in one snapshot.
+/// A queue's figures, from the `queue_backlogs` view (its folded row plus the deltas not yet folded).
 pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog, sqlx::Error> {
     sqlx::query_as(
-        "with folded as (select messages, bytes, oldest from queue_counts where queue_id = $1),
-              pending as (
-                  select sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest
-                  from queue_count_deltas where queue_id = $1),
-              total as (
-                  select coalesce((select messages from folded), 0) + coalesce(p.messages, 0) as count,
-                         coalesce((select bytes from folded), 0) + coalesce(p.bytes, 0) as bytes,
-                         least((select oldest from folded), p.oldest) as oldest
-                  from pending p)
-         select count, bytes, case when count > 0 then oldest end as oldest from total",
+        "select coalesce(b.messages, 0) as count, coalesce(b.bytes, 0) as bytes, b.oldest
+         from (select $1::uuid as queue_id) as q left join queue_backlogs b on b.queue_id = q.queue_id",
     )
     .bind(queue)
     .fetch_one(db)

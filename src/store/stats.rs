@@ -25,19 +25,12 @@ pub struct QueueState {
 /// is None.
 pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<Vec<QueueState>, sqlx::Error> {
     sqlx::query_as(
-        "with pending as (
-             select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest
-             from queue_count_deltas group by queue_id)
-         select q.account_id, q.id as queue_id, q.name as queue_name,
-                coalesce(c.messages, 0) + coalesce(p.messages, 0) as backlog_count,
-                coalesce(c.bytes, 0) + coalesce(p.bytes, 0) as backlog_bytes,
-                f.in_flight_count, f.delayed_count,
-                case when coalesce(c.messages, 0) + coalesce(p.messages, 0) > 0 then least(c.oldest, p.oldest) end
-                    as oldest,
+        "select q.account_id, q.id as queue_id, q.name as queue_name,
+                coalesce(b.messages, 0) as backlog_count, coalesce(b.bytes, 0) as backlog_bytes,
+                f.in_flight_count, f.delayed_count, b.oldest,
                 coalesce(con.dead_letter_queue, '') as dead_letter_queue
          from queues q
-         left join queue_counts c on c.queue_id = q.id
-         left join pending p on p.queue_id = q.id
+         left join queue_backlogs b on b.queue_id = q.id
          left join consumers con on con.queue_id = q.id
          -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
          cross join lateral (
