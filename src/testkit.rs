@@ -97,9 +97,28 @@ impl TempCluster {
                 self.dir.display(),
                 self.settings.join(" ")
             );
-        let out = self
-            .run("pg_ctl", &["-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &options, "start"]);
-        assert!(out.status.success(), "pg_ctl start: {}", String::from_utf8_lossy(&out.stderr));
+        // Right after an immediate stop, a start can fail while the old server's last processes are
+        // still going away (seen once in CI); it is tried again then, for up to 10 s.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let out = self.run(
+                "pg_ctl",
+                &["-D", data.to_str().unwrap(), "-l", log.to_str().unwrap(), "-w", "-o", &options, "start"],
+            );
+            if out.status.success() {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                let log = std::fs::read_to_string(&log).unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(20).collect();
+                panic!(
+                    "pg_ctl start: {}\nthe server's log ends:\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+        }
     }
 
     /// Stops at once, as a crash would: no checkpoint, connections cut.
