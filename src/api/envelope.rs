@@ -7,7 +7,7 @@ use std::pin::Pin;
 use actix_web::error::PayloadError;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{codes, ApiError};
 use crate::queue::{Invalid, InvalidKind};
@@ -60,6 +60,21 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let body = RawBody::from_request(req, payload);
+        Box::pin(async move { decode(&body.await?.0).map(ApiJson) })
+    }
+}
+
+/// A request body as received, for endpoints that decode it with `decode` into values borrowing from
+/// it (publish keeps message bodies as slices of the request instead of copying each one). An empty
+/// body reads as `{}`.
+pub struct RawBody(pub web::Bytes);
+
+impl FromRequest for RawBody {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
         let bytes = web::Bytes::from_request(req, payload);
         Box::pin(async move {
             // A client that sends its body too slowly holds a connection; cut it off.
@@ -71,8 +86,10 @@ impl<T: DeserializeOwned + 'static> FromRequest for ApiJson<T> {
                 _ if e.to_string().contains("overflow") => too_large(),
                 _ => ApiError::bad_request(format!("could not read the request body: {e}")),
             })?;
-            let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-            decode(text).map(ApiJson)
+            if bytes.iter().all(u8::is_ascii_whitespace) {
+                return Ok(RawBody(web::Bytes::from_static(b"{}")));
+            }
+            Ok(RawBody(bytes))
         })
     }
 }
@@ -86,7 +103,7 @@ fn too_large() -> ApiError {
 
 /// Decodes a request body in one pass when it is valid; only a body that fails is read again, to tell
 /// malformed JSON from a value of the wrong type and to name where the problem is.
-fn decode<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
+pub fn decode<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, ApiError> {
     // Every request body is an object; serde would otherwise read some structs from arrays.
     if text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
         if let Ok(value) = serde_json::from_slice(text) {
@@ -96,7 +113,7 @@ fn decode<T: DeserializeOwned>(text: &[u8]) -> Result<T, ApiError> {
     Err(explain_failure::<T>(text))
 }
 
-fn explain_failure<T: DeserializeOwned>(text: &[u8]) -> ApiError {
+fn explain_failure<'a, T: Deserialize<'a>>(text: &'a [u8]) -> ApiError {
     let malformed = |e: serde_json::Error| {
         ApiError::bad_request_code(codes::MALFORMED_JSON, format!("malformed JSON in the request body: {e}"))
     };

@@ -1,12 +1,14 @@
 //! Message endpoints: publish (single and batch), pull, ack/retry, peek and purge by ref.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
-use actix_web::{web, HttpResponse};
+use actix_web::web::{self, Bytes};
+use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::envelope::{ok, ApiJson};
+use super::envelope::{decode, ok, ApiJson, RawBody};
 use super::queues::{find_queue, queue_id};
 use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
 use crate::error::{codes, ApiError, ApiResult};
@@ -44,16 +46,20 @@ impl From<&Backlog> for BacklogMetrics {
     }
 }
 
+/// A published message, borrowing from the request body (see `message::prepare`).
 #[derive(Deserialize)]
-pub struct PublishMessage {
-    body: Option<Box<serde_json::value::RawValue>>,
-    content_type: Option<String>,
+pub struct PublishMessage<'a> {
+    #[serde(borrow)]
+    body: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    content_type: Option<Cow<'a, str>>,
     delay_seconds: Option<i64>,
 }
 
 #[derive(Deserialize)]
-pub struct PublishBatch {
-    messages: Option<Vec<PublishMessage>>,
+pub struct PublishBatch<'a> {
+    #[serde(borrow)]
+    messages: Option<Vec<PublishMessage<'a>>>,
     delay_seconds: Option<i64>,
 }
 
@@ -61,7 +67,8 @@ async fn store_batch(
     state: &AppState,
     account: AccountId,
     raw_queue: &str,
-    messages: &[(Field, &PublishMessage)],
+    request: &Bytes,
+    messages: &[(Field, &PublishMessage<'_>)],
     batch_delay: Option<i64>,
 ) -> ApiResult<HttpResponse> {
     let queue = queue_id(raw_queue)?;
@@ -71,11 +78,11 @@ async fn store_batch(
         .map(|(field, m)| {
             let input = PublishInput {
                 field: *field,
-                body: m.body.as_deref(),
+                body: m.body,
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
             };
-            message::prepare(input, batch_delay)
+            message::prepare(input, batch_delay, request)
         })
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared)?;
@@ -112,18 +119,19 @@ pub async fn publish(
     state: Data,
     auth: Authed<QueuesWrite>,
     path: web::Path<(String, String)>,
-    body: ApiJson<PublishMessage>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    store_batch(&state, auth.account_id(), &path.1, &[(Field::Message, &body.0)], None).await
+    let message: PublishMessage = decode(&body.0)?;
+    store_batch(&state, auth.account_id(), &path.1, &body.0, &[(Field::Message, &message)], None).await
 }
 
 pub async fn publish_batch(
     state: Data,
     auth: Authed<QueuesWrite>,
     path: web::Path<(String, String)>,
-    body: ApiJson<PublishBatch>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    let batch = body.0;
+    let batch: PublishBatch = decode(&body.0)?;
     let messages = batch.messages.as_deref().ok_or_else(|| ApiError::bad_request("messages is required"))?;
     if messages.is_empty() {
         return Err(ApiError::bad_request("messages must hold at least one message"));
@@ -135,7 +143,7 @@ pub async fn publish_batch(
         ));
     }
     let named: Vec<(Field, &PublishMessage)> = messages.iter().enumerate().map(|(i, m)| (Field::Batch(i), m)).collect();
-    store_batch(&state, auth.account_id(), &path.1, &named, batch.delay_seconds).await
+    store_batch(&state, auth.account_id(), &path.1, &body.0, &named, batch.delay_seconds).await
 }
 
 /// The queue's delivery settings, or a 404 for a queue the account does not have.

@@ -5,6 +5,7 @@ use std::fmt;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
+use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use super::settings::MAX_DELAY_SECONDS;
@@ -66,7 +67,7 @@ impl ContentType {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
     pub content_type: ContentType,
-    pub body: Vec<u8>,
+    pub body: Bytes,
     pub delay_seconds: Option<i64>,
 }
 
@@ -98,22 +99,31 @@ pub struct PublishInput<'a> {
 }
 
 /// Turns a published message into stored bytes, applying the size limit and delay precedence:
-/// the message's delay, else the batch's, else (None) the queue's.
-pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewMessage, Invalid> {
+/// the message's delay, else the batch's, else (None) the queue's. `request` is the request body the
+/// input was decoded from: a `json` body, or a `text` one without escapes, is stored as a slice of it
+/// rather than copied (copies of bodies were a sixth of the service's time under batch publishes).
+pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, request: &Bytes) -> Result<NewMessage, Invalid> {
     let field = input.field;
     let content_type = ContentType::parse(format_args!("{field}.content_type"), input.content_type)?;
     let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
-    let string = || serde_json::from_str::<String>(body.get()).ok();
+    let string = || -> Option<Bytes> {
+        match serde_json::from_str::<&str>(body.get()) {
+            Ok(plain) => Some(share(request, plain.as_bytes())),
+            // A string with escapes has to be unescaped into a buffer of its own.
+            Err(_) => serde_json::from_str::<String>(body.get()).ok().map(Bytes::from),
+        }
+    };
     let bytes = match content_type {
-        ContentType::Json => body.get().as_bytes().to_vec(),
-        ContentType::Text => string()
-            .ok_or_else(|| invalid(format!("{field}.body must be a string for content_type text")))?
-            .into_bytes(),
+        ContentType::Json => share(request, body.get().as_bytes()),
+        ContentType::Text => {
+            string().ok_or_else(|| invalid(format!("{field}.body must be a string for content_type text")))?
+        }
         ContentType::Bytes => {
             let text = string()
                 .ok_or_else(|| invalid(format!("{field}.body must be a base64 string for content_type bytes")))?;
             BASE64
                 .decode(text)
+                .map(Bytes::from)
                 .map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
         }
     };
@@ -128,6 +138,16 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewM
         None => batch_delay,
     };
     Ok(NewMessage { content_type, body: bytes, delay_seconds })
+}
+
+/// `part` as a slice of `request` when it lies within it, else a copy.
+fn share(request: &Bytes, part: &[u8]) -> Bytes {
+    let within = request.as_ptr_range();
+    if within.start <= part.as_ptr() && part.as_ptr_range().end <= within.end {
+        request.slice_ref(part)
+    } else {
+        Bytes::copy_from_slice(part)
+    }
 }
 
 pub fn check_delay(field: impl fmt::Display, seconds: i64) -> Result<i64, Invalid> {
@@ -191,6 +211,10 @@ mod tests {
         serde_json::value::to_raw_value(&value).unwrap()
     }
 
+    fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewMessage, Invalid> {
+        super::prepare(input, batch_delay, &Bytes::new())
+    }
+
     fn input<'a>(body: &'a RawValue, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
         PublishInput { field: Field::Message, body: Some(body), content_type: ct, delay_seconds: delay }
     }
@@ -211,7 +235,22 @@ mod tests {
         let b64 = raw(json!("AAEC"));
         assert_eq!(prepare(input(&b64, Some("bytes"), None), None).unwrap().body, vec![0, 1, 2]);
         let obj = raw(json!({"a": 1}));
-        assert_eq!(prepare(input(&obj, None, None), None).unwrap().body, br#"{"a":1}"#);
+        assert_eq!(prepare(input(&obj, None, None), None).unwrap().body, &br#"{"a":1}"#[..]);
+        let escaped = raw(json!("a\"b"));
+        assert_eq!(prepare(input(&escaped, Some("text"), None), None).unwrap().body, "a\"b".as_bytes());
+    }
+
+    #[test]
+    fn bodies_within_the_request_are_slices_of_it() {
+        let request = Bytes::from_static(br#"{"body": {"a": 1}, "text": "plain"}"#);
+        let text = std::str::from_utf8(&request).unwrap();
+        let json: &RawValue = serde_json::from_str(&text[9..17]).unwrap();
+        let stored = super::prepare(input(json, None, None), None, &request).unwrap().body;
+        assert_eq!(stored, &br#"{"a": 1}"#[..]);
+        assert_eq!(stored.as_ptr(), request[9..].as_ptr(), "not copied");
+        let plain: &RawValue = serde_json::from_str(&text[27..34]).unwrap();
+        let stored = super::prepare(input(plain, Some("text"), None), None, &request).unwrap().body;
+        assert_eq!((stored.as_ref(), stored.as_ptr()), (&b"plain"[..], request[28..].as_ptr()));
     }
 
     #[test]
