@@ -19,39 +19,53 @@ pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog,
 
 /// Adds the deltas written so far into `queue_counts`. Any number of nodes can fold at once: each
 /// delta is deleted, and so added, by one of them. Rows are upserted in queue order so that two folds
-/// never wait on each other in a cycle.
+/// never wait on each other in a cycle. A folded delete leaves the queue's oldest time possibly too
+/// early, so it marks it not exact, for `refresh_oldest`.
 pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
     sqlx::query(
         "with folded as (delete from queue_count_deltas returning queue_id, messages, bytes, oldest),
               sums as (
-                  select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest
+                  select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest,
+                         not bool_or(messages < 0) as oldest_exact
                   from folded group by queue_id)
-         insert into queue_counts as c (queue_id, messages, bytes, oldest)
-         select queue_id, messages, bytes, oldest from sums order by queue_id
+         insert into queue_counts as c (queue_id, messages, bytes, oldest, oldest_exact)
+         select queue_id, messages, bytes, oldest, oldest_exact from sums order by queue_id
          on conflict (queue_id) do update set
              messages = c.messages + excluded.messages,
              bytes = c.bytes + excluded.bytes,
-             oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end",
+             oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end,
+             oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact)",
     )
     .execute(pool)
     .await?;
     Ok(())
 }
 
-/// Sets every queue's oldest publish time from its messages (deletes leave it too early), forgets the
-/// rows of deleted queues that hold nothing, and returns the queues holding messages past their
-/// retention period, or whose queue is gone. One pass over the messages.
+/// Sets the oldest publish time of every queue whose figure is not exact from its messages, forgets
+/// the rows of deleted queues that hold nothing, and returns the queues holding messages past their
+/// retention period, or whose queue is gone. Call `fold` first, so that recent deletes are seen.
 pub async fn refresh_oldest(pool: &PgPool) -> Result<Vec<QueueId>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    // The rows are locked before the messages are read, by a later statement with a later snapshot: a
+    // delete folded meanwhile would otherwise be marked and then overwritten by a time that predates it.
+    let stale: Vec<QueueId> =
+        sqlx::query_scalar("select queue_id from queue_counts where not oldest_exact order by queue_id for update")
+            .fetch_all(&mut *tx)
+            .await?;
+    if !stale.is_empty() {
+        sqlx::query(
+            "update queue_counts c set oldest_exact = true,
+                 oldest = (select min(m.published_at) from messages m where m.queue_id = c.queue_id)
+             where c.queue_id = any($1)",
+        )
+        .bind(&stale)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
     let expired = sqlx::query_scalar(
-        "with oldest as (select queue_id, min(published_at) as oldest from messages group by queue_id),
-              stale as (
-                  select c.queue_id, o.oldest from queue_counts c left join oldest o on o.queue_id = c.queue_id
-                  where c.oldest is distinct from o.oldest
-                  order by c.queue_id
-                  for update of c),
-              refreshed as (update queue_counts c set oldest = s.oldest from stale s where c.queue_id = s.queue_id)
-         select o.queue_id from oldest o left join queues q on q.id = o.queue_id
-         where q.id is null or o.oldest < now() - make_interval(secs => q.message_retention_period)",
+        "select b.queue_id from queue_backlogs b left join queues q on q.id = b.queue_id
+         where b.messages > 0 and (q.id is null or b.oldest < now() - make_interval(secs => q.message_retention_period))",
     )
     .fetch_all(pool)
     .await?;

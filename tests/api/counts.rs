@@ -1,7 +1,7 @@
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
-use crate::helpers::{lease, spawn_app, TestApp};
+use crate::helpers::{age_messages_two_minutes, lease, spawn_app, TestApp};
 
 /// What the queue's metrics say against what its messages are: count, bytes, oldest publish time.
 async fn assert_figures_match_messages(app: &TestApp, pool: &PgPool, queue: &str, when: &str) {
@@ -51,11 +51,7 @@ async fn backlog_figures_follow_every_way_messages_come_and_go_folded_or_not(poo
     // A whole-queue purge and a retention sweep.
     app.post(&format!("queues/{audit}/purge"), json!({"delete_messages_permanently": true})).await.expect_ok();
     app.patch(&format!("queues/{dlq}"), json!({"settings": {"message_retention_period": 60}})).await.expect_ok();
-    sqlx::query("update messages set published_at = published_at - interval '2 minutes' where queue_id = $1::uuid")
-        .bind(&dlq)
-        .execute(&pool)
-        .await
-        .unwrap();
+    age_messages_two_minutes(&pool, &format!("queue_id = '{dlq}'")).await;
     assert_eq!(skiplock::maintenance::sweep_expired(&pool).await.unwrap(), 2);
     for q in [&orders, &audit, &dlq] {
         assert_figures_match_messages(&app, &pool, q, "before folding").await;
@@ -85,4 +81,18 @@ async fn a_queue_emptied_by_truncation_counts_nothing(pool: PgPool) {
     assert_figures_match_messages(&app, &pool, &q, "after a truncate").await;
     app.publish_texts(&q, &["c"]).await;
     assert_figures_match_messages(&app, &pool, &q, "after publishing again").await;
+}
+
+#[sqlx::test]
+async fn the_oldest_time_moves_on_when_the_oldest_message_is_acked_and_the_sweep_runs(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["first"]).await;
+    app.publish_texts(&q, &["second"]).await;
+    let pulled = app.pull(&q, json!({"batch_size": 1})).await;
+    assert_eq!(pulled[0]["body"], "first");
+    app.ack(&q, &[lease(&pulled[0])], json!([])).await;
+
+    skiplock::maintenance::sweep_expired(&pool).await.unwrap();
+    assert_figures_match_messages(&app, &pool, &q, "after the oldest was acked and the sweep ran").await;
 }

@@ -202,6 +202,16 @@ pub async fn db_now_ms(pool: &PgPool) -> i64 {
     sqlx::query_scalar("select (extract(epoch from clock_timestamp()) * 1000)::int8").fetch_one(pool).await.unwrap()
 }
 
+/// Makes the messages matching `condition` (SQL over `messages`) two minutes older, rather than waiting
+/// for them to age. The queue counts take a message's publish time when it is stored, so they are
+/// folded and marked for the retention sweep to read the oldest times again, as a delete would mark them.
+pub async fn age_messages_two_minutes(pool: &PgPool, condition: &str) {
+    let aging = format!("update messages set published_at = published_at - interval '2 minutes' where {condition}");
+    sqlx::query(&aging).execute(pool).await.unwrap();
+    skiplock::store::counts::fold(pool).await.unwrap();
+    sqlx::query("update queue_counts set oldest_exact = false").execute(pool).await.unwrap();
+}
+
 /// A webhook consumer as created over the API.
 pub struct Hook {
     pub queue: String,

@@ -1,7 +1,7 @@
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{age_messages_two_minutes, spawn_app};
 
 #[sqlx::test]
 async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool: PgPool) {
@@ -13,13 +13,11 @@ async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool:
     app.publish_texts(&long, &["old-but-kept"]).await;
     app.pull(&short, json!({"batch_size": 1})).await;
     // Age every message but "fresh" by two minutes rather than waiting for it.
-    sqlx::query(
-        "update messages set published_at = published_at - interval '2 minutes'
-         where id in (select id from message_bodies where convert_from(body, 'UTF8') <> 'fresh')",
+    age_messages_two_minutes(
+        &pool,
+        "id in (select id from message_bodies where convert_from(body, 'UTF8') <> 'fresh')",
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     let before_sweep = app.pull(&short, json!({"batch_size": 10})).await;
     let bodies: Vec<&str> = before_sweep.iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert_eq!(bodies, ["fresh"], "messages past retention are never delivered, swept or not");
