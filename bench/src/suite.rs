@@ -671,24 +671,28 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
 
 /// skiplock's statements by the time PostgreSQL spent on them (`--statements`).
 async fn print_statements(url: &str) -> anyhow::Result<()> {
-    let rows: Vec<(i64, f64, i64, String)> = sqlx::query_as(
-        "select calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+    let rows: Vec<(String, i64, f64, i64, String)> = sqlx::query_as(
+        "select d.datname::text, calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
          from pg_stat_statements s join pg_database d on d.oid = s.dbid
-         where d.datname = 'skiplock' order by total_exec_time desc limit 12",
+         where d.datname in ('skiplock', 'pgmqbench') order by total_exec_time desc limit 16",
     )
     .fetch_all(&mut connect(url).await?)
     .await?;
     println!(
         "
-skiplock's statements by time spent in PostgreSQL (pg_stat_statements)
+skiplock's and pgmq's statements by time spent in PostgreSQL (pg_stat_statements)
 "
     );
-    println!("| total ms | calls | ms per call | rows per call | statement |");
-    println!("|--:|--:|--:|--:|---|");
-    for (calls, total_ms, rows, query) in rows {
+    println!("| database | total ms | calls | ms per call | rows per call | statement |");
+    println!("|---|--:|--:|--:|--:|---|");
+    for (database, calls, total_ms, rows, query) in rows {
         let per = |v: f64| v / calls.max(1) as f64;
         let query: String = query.chars().take(160).collect();
-        println!("| {total_ms:.0} | {calls} | {:.3} | {:.1} | `{query}` |", per(total_ms), per(rows as f64));
+        println!(
+            "| {database} | {total_ms:.0} | {calls} | {:.3} | {:.1} | `{query}` |",
+            per(total_ms),
+            per(rows as f64)
+        );
     }
     Ok(())
 }
