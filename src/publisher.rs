@@ -12,6 +12,9 @@
 //! `CONCURRENT_STATEMENT_MESSAGES` are waiting (batches of 100 from 4 clients: 60k -> 71k messages/s
 //! with up to four statements rather than one or two).
 //!
+//! Statements run on connections the collector keeps rather than gives back to the pool after each:
+//! sqlx checks every connection given back with a round trip, which would be one more per publish.
+//!
 //! Dispatchers are woken after the commit by a task of their own, so a wake-up never holds up a
 //! publish answer and wake-ups for many commits go out together. Only queues a webhook consumer
 //! delivers from are woken: a wake-up costs four round trips, which for a queue read by pull consumers
@@ -19,8 +22,9 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex as SyncMutex};
+use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
@@ -106,6 +110,7 @@ impl Batch {
 }
 
 async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>) {
+    let connections = Arc::new(Connections { pool, spare: SyncMutex::default() });
     let statements = Arc::new(Semaphore::new(MAX_STATEMENTS as usize));
     let mut batch = Batch::default();
     loop {
@@ -122,7 +127,7 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
                     Some(job) => batch.push(job),
                     None => {
                         let _ = statements.acquire_many(MAX_STATEMENTS).await;
-                        store(&pool, std::mem::take(&mut batch), &wakes).await;
+                        store(&connections, std::mem::take(&mut batch), &wakes).await;
                         return;
                     }
                 },
@@ -131,19 +136,53 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
             continue;
         }
         let permit = statements.clone().acquire_owned().await.expect("the semaphore is never closed");
-        let (pool, wakes, batch) = (pool.clone(), wakes.clone(), std::mem::take(&mut batch));
+        let (connections, wakes, batch) = (connections.clone(), wakes.clone(), std::mem::take(&mut batch));
         tokio::spawn(async move {
-            store(&pool, batch, &wakes).await;
+            store(&connections, batch, &wakes).await;
             drop(permit);
         });
     }
 }
 
+/// The connections statements run on: taken from the pool when none is spare, and kept (outside the
+/// pool's count, at most one per statement in flight) while they work.
+struct Connections {
+    pool: PgPool,
+    spare: SyncMutex<Vec<(PgConnection, Instant)>>,
+}
+
+/// A spare connection idle for longer is checked before use, as the pool checks its own.
+const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
+
+impl Connections {
+    async fn take(&self) -> Result<PgConnection, sqlx::Error> {
+        loop {
+            let spare = self.spare.lock().expect("connections lock").pop();
+            let Some((mut conn, idle_since)) = spare else { break };
+            if idle_since.elapsed() < CHECK_IDLE_AFTER || conn.ping().await.is_ok() {
+                return Ok(conn);
+            }
+        }
+        Ok(self.pool.acquire().await?.detach())
+    }
+
+    /// Runs the publishes on a connection; one that failed other than with an error from the database
+    /// may be broken, and is dropped.
+    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<Vec<messages::Stored>, sqlx::Error> {
+        let mut conn = self.take().await?;
+        let outcome = messages::publish(&mut conn, publishes).await;
+        if matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_))) {
+            self.spare.lock().expect("connections lock").push((conn, Instant::now()));
+        }
+        outcome
+    }
+}
+
 /// Stores a batch with one statement and answers each of its publishes.
-async fn store(pool: &PgPool, batch: Batch, wakes: &Wakes) {
+async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let publishes: Vec<Publish<'_>> =
         batch.jobs.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
-    let outcome = messages::publish(pool, &publishes).await.map_err(Arc::new);
+    let outcome = connections.publish(&publishes).await.map_err(Arc::new);
     drop(publishes);
     if let Ok(stored) = &outcome {
         wakes.add(stored.iter().filter(|s| s.pushed).map(|s| s.queue));

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix_web::{web, App, HttpServer};
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Executor, PgPool};
+use sqlx::{Connection, Executor, PgPool};
 use tokio_util::sync::CancellationToken;
 
 use crate::activity::Activity;
@@ -26,6 +26,8 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     pool_options(settings.db_pool_size).connect(&settings.database_url).await
 }
 
+const CHECK_IDLE_CONNECTIONS_AFTER: Duration = Duration::from_secs(1);
+
 /// How the service's pools are built.
 pub fn pool_options(size: u32) -> PgPoolOptions {
     PgPoolOptions::new()
@@ -37,6 +39,19 @@ pub fn pool_options(size: u32) -> PgPoolOptions {
         // Connections are few and long-lived anyway.
         .idle_timeout(None)
         .max_lifetime(None)
+        // sqlx checks a connection with a round trip before handing it out, by default every time: a
+        // round trip more per statement. Only a connection idle for a while (the database may have
+        // restarted meanwhile) is checked; a broken busy one fails its statement and is then dropped
+        // (sqlx checks every connection given back).
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > CHECK_IDLE_CONNECTIONS_AFTER {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         // No JIT compilation: every statement here is short, but the planner overestimates a few
         // (the queue gauges' walk over each queue's leased and delayed messages), and compiling those
         // took 0.5 to 0.8 s a time under load, more than running them.
