@@ -23,7 +23,7 @@ Environment:
   SKIPLOCK_RATE_BURST           requests above the rate an account may make at once     [default: 10000]
   SKIPLOCK_MAX_QUEUES           queues per account                                      [default: 1000]
   SKIPLOCK_MAX_BACKLOG_BYTES    bytes of messages waiting per queue                     [default: 25000000000]
-  SKIPLOCK_DB_POOL_SIZE         database connections per process      [default: 16]
+  SKIPLOCK_DB_POOL_SIZE         database connections per process, and up to 4 for publishes [default: 16]
   SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
 
