@@ -20,7 +20,6 @@ const SWEEP_BATCH: i64 = 10_000;
 /// Finding those queues refreshes the oldest publish time of queues that had messages deleted.
 pub async fn sweep_expired(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let mut total = 0;
-    store::counts::fold(pool).await?;
     for queue in store::counts::refresh_oldest(pool).await? {
         loop {
             let deleted = store::messages::delete_expired(pool, queue, SWEEP_BATCH).await?;

@@ -22,13 +22,14 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex as SyncMutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
+use crate::startup::CHECK_IDLE_CONNECTIONS_AFTER;
 use crate::store::messages::{self, Publish};
 
 /// The most messages, and bytes of bodies, one statement stores.
@@ -151,15 +152,13 @@ struct Connections {
     spare: SyncMutex<Vec<(PgConnection, Instant)>>,
 }
 
-/// A spare connection idle for longer is checked before use, as the pool checks its own.
-const CHECK_IDLE_AFTER: Duration = Duration::from_secs(1);
-
 impl Connections {
     async fn take(&self) -> Result<PgConnection, sqlx::Error> {
         loop {
             let spare = self.spare.lock().expect("connections lock").pop();
             let Some((mut conn, idle_since)) = spare else { break };
-            if idle_since.elapsed() < CHECK_IDLE_AFTER || conn.ping().await.is_ok() {
+            // Checked before use after the same idle time as the pool's own connections.
+            if idle_since.elapsed() < CHECK_IDLE_CONNECTIONS_AFTER || conn.ping().await.is_ok() {
                 return Ok(conn);
             }
         }

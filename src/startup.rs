@@ -26,7 +26,9 @@ pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
     pool_options(settings.db_pool_size).connect(&settings.database_url).await
 }
 
-const CHECK_IDLE_CONNECTIONS_AFTER: Duration = Duration::from_secs(1);
+/// A connection idle for longer than this is checked with a round trip before use: the database may
+/// have restarted meanwhile.
+pub const CHECK_IDLE_CONNECTIONS_AFTER: Duration = Duration::from_secs(1);
 
 /// How the service's pools are built.
 pub fn pool_options(size: u32) -> PgPoolOptions {

@@ -43,8 +43,9 @@ pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
 
 /// Sets the oldest publish time of every queue whose figure is not exact from its messages, forgets
 /// the rows of deleted queues that hold nothing, and returns the queues holding messages past their
-/// retention period, or whose queue is gone. Call `fold` first, so that recent deletes are seen.
+/// retention period, or whose queue is gone. Folds first, so that recent deletes are seen.
 pub async fn refresh_oldest(pool: &PgPool) -> Result<Vec<QueueId>, sqlx::Error> {
+    fold(pool).await?;
     let mut tx = pool.begin().await?;
     // The rows are locked before the messages are read, by a later statement with a later snapshot: a
     // delete folded meanwhile would otherwise be marked and then overwritten by a time that predates it.
