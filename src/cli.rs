@@ -112,7 +112,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
             tasks.spawn(async move { flusher.run(flush_pool, ACTIVITY_FLUSH_EVERY, flush_stop).await });
             tasks.spawn(maintenance::run(pool.clone(), activity.clone(), settings.retention_sweep_every, stop.clone()));
-            tasks.spawn(maintenance::run_vacuum(pool.clone(), stop.clone()));
+            for table in maintenance::MessageTable::ALL {
+                tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
+            }
             tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
             if roles.contains(&Role::Dispatcher) {
                 let dispatcher = startup::dispatcher(pool.clone(), &settings, activity.clone()).await?;
