@@ -246,9 +246,6 @@ pub struct Retry {
     pub delay_seconds: i64,
 }
 
-/// Returns leased messages to the queue after their delay, if the lease named is still the message's
-/// current one. Messages whose deliveries are used up go to the dead-letter queue at once. Returns the
-/// ids that were retried or dead-lettered; the others' leases were stale.
 /// What a retry request did.
 #[derive(Debug, Default)]
 pub struct Retried {
@@ -258,6 +255,9 @@ pub struct Retried {
     pub exhausted: Vec<MessageId>,
 }
 
+/// Returns leased messages to the queue after their delay, if the lease named is still the message's
+/// current one. Messages whose deliveries are used up go to the dead-letter queue at once. Returns the
+/// ids that were retried or dead-lettered; the others' leases were stale.
 pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) -> Result<Retried, sqlx::Error> {
     let ids: Vec<MessageId> = retries.iter().map(|r| r.id).collect();
     let attempts: Vec<i32> = retries.iter().map(|r| r.attempt).collect();
