@@ -61,23 +61,51 @@ pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
 /// publish-only load (a second per `message_bodies` vacuum at 60k messages/s).
 const VACUUM_DEAD_ROWS: i64 = 1_000;
 
-/// Vacuums `table` if it holds at least `min_dead_rows` dead rows, skipping it while another node is
-/// vacuuming it.
-pub async fn vacuum(pool: &PgPool, table: MessageTable, min_dead_rows: i64) -> Result<(), sqlx::Error> {
-    let dead: i64 = sqlx::query_scalar(
-        "select coalesce((select n_dead_tup from pg_stat_user_tables where relid = $1::regclass), 0)",
-    )
-    .bind(table.name())
-    .fetch_one(pool)
-    .await?;
-    if dead >= min_dead_rows {
-        // VACUUM refuses a transaction block; raw_sql sends it alone with the simple protocol.
-        sqlx::raw_sql(&format!("vacuum (skip_locked) {}", table.name())).execute(pool).await?;
+/// One message table's vacuum, pass after pass: what it needs to remember between passes.
+///
+/// Dead rows in `messages` slow every claim (it walks their index entries), so that table is vacuumed
+/// whenever it has them. A dead body costs no reader anything, since bodies are only ever read by the
+/// id of a live message; vacuuming one only makes room for a new body. So `message_bodies` is vacuumed
+/// only when bodies have also been stored since its last vacuum: a drain with nothing published
+/// skips the work, which was a tenth of the machine's CPU while draining a backlog (0.7 s of vacuum
+/// every 5 s), and the first publishes after it find the room made.
+#[derive(Debug)]
+pub struct TableVacuum {
+    table: MessageTable,
+    /// The table's `n_tup_ins` when it was last vacuumed (0 before the first vacuum).
+    inserted_at_last_vacuum: i64,
+}
+
+impl TableVacuum {
+    pub fn new(table: MessageTable) -> Self {
+        TableVacuum { table, inserted_at_last_vacuum: 0 }
     }
-    Ok(())
+
+    /// Vacuums the table if it is due, with at least `min_rows` dead rows (and, for the bodies, new
+    /// rows since the last vacuum). Skipped while another node is vacuuming it. Returns whether it ran.
+    pub async fn run_if_due(&mut self, pool: &PgPool, min_rows: i64) -> Result<bool, sqlx::Error> {
+        let (dead, inserted): (i64, i64) = sqlx::query_as(
+            "select coalesce(max(n_dead_tup), 0), coalesce(max(n_tup_ins), 0)
+             from pg_stat_user_tables where relid = $1::regclass",
+        )
+        .bind(self.table.name())
+        .fetch_one(pool)
+        .await?;
+        // The statistics start again from zero after a crash or a reset.
+        let inserted_since =
+            if inserted < self.inserted_at_last_vacuum { inserted } else { inserted - self.inserted_at_last_vacuum };
+        let due = dead >= min_rows && (self.table == MessageTable::Messages || inserted_since >= min_rows);
+        if due {
+            // VACUUM refuses a transaction block; raw_sql sends it alone with the simple protocol.
+            sqlx::raw_sql(&format!("vacuum (skip_locked) {}", self.table.name())).execute(pool).await?;
+            self.inserted_at_last_vacuum = inserted;
+        }
+        Ok(due)
+    }
 }
 
 pub async fn run_vacuum(pool: PgPool, table: MessageTable, stop: CancellationToken) {
+    let mut vacuum = TableVacuum::new(table);
     let mut ticker = tokio::time::interval(VACUUM_EVERY);
     // A vacuum that overran its slot is followed by the next one after a full interval, not at once.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -86,7 +114,7 @@ pub async fn run_vacuum(pool: PgPool, table: MessageTable, stop: CancellationTok
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        if let Err(err) = vacuum(&pool, table, VACUUM_DEAD_ROWS).await {
+        if let Err(err) = vacuum.run_if_due(&pool, VACUUM_DEAD_ROWS).await {
             tracing::warn!(error = %err, table = table.name(), "vacuuming a message table failed; will retry");
         }
     }

@@ -1,6 +1,8 @@
 use serde_json::json;
 use sqlx::PgPool;
 
+use skiplock::maintenance::{MessageTable, TableVacuum};
+
 use crate::helpers::{age_messages_two_minutes, spawn_app};
 
 #[sqlx::test]
@@ -39,8 +41,24 @@ async fn tables_matching(pool: &PgPool, condition: &str) -> i64 {
 }
 
 async fn vacuum_message_tables(pool: &PgPool) {
-    for table in skiplock::maintenance::MessageTable::ALL {
-        skiplock::maintenance::vacuum(pool, table, 1).await.unwrap();
+    for table in MessageTable::ALL {
+        TableVacuum::new(table).run_if_due(pool, 1).await.unwrap();
+    }
+}
+
+/// One of a table's statistics, e.g. `n_dead_tup`.
+async fn table_stat(pool: &PgPool, table: &str, column: &str) -> i64 {
+    let query = format!("select {column} from pg_stat_user_tables where relname = $1");
+    sqlx::query_scalar(&query).bind(table).fetch_one(pool).await.unwrap()
+}
+
+/// Waits until a table's statistic reaches `at_least`: backends report theirs up to ~10 s after
+/// their commits.
+async fn wait_for_stat(pool: &PgPool, table: &str, column: &str, at_least: i64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while table_stat(pool, table, column).await < at_least {
+        assert!(std::time::Instant::now() < deadline, "{table}.{column} never reached {at_least}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
@@ -68,4 +86,33 @@ async fn the_message_tables_are_vacuumed_from_the_service_when_they_hold_dead_ro
         assert!(std::time::Instant::now() < deadline, "the acks' dead rows were never vacuumed away");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+}
+
+#[sqlx::test]
+async fn a_drain_with_nothing_published_leaves_the_dead_bodies_until_new_ones_need_the_room(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a", "b"]).await;
+    let pulled = app.pull(&q, json!({"batch_size": 2})).await;
+    let leases: Vec<&str> = pulled.iter().map(crate::helpers::lease).collect();
+    app.ack(&q, &leases[..1], json!([])).await;
+    let mut bodies = TableVacuum::new(MessageTable::Bodies);
+    let mut messages = TableVacuum::new(MessageTable::Messages);
+    wait_for_stat(&pool, "message_bodies", "n_tup_ins", 2).await;
+    wait_for_stat(&pool, "message_bodies", "n_dead_tup", 1).await;
+    assert!(bodies.run_if_due(&pool, 1).await.unwrap(), "bodies stored and deleted are vacuumed");
+    wait_for_stat(&pool, "messages", "n_dead_tup", 1).await;
+    assert!(messages.run_if_due(&pool, 1).await.unwrap());
+
+    // Only acks since: dead rows, but no new body to make room for.
+    app.ack(&q, &leases[1..], json!([])).await;
+    wait_for_stat(&pool, "message_bodies", "n_dead_tup", 1).await;
+    assert!(!bodies.run_if_due(&pool, 1).await.unwrap(), "a drain alone vacuumed the bodies");
+    wait_for_stat(&pool, "messages", "n_dead_tup", 1).await;
+    assert!(messages.run_if_due(&pool, 1).await.unwrap(), "the claims' dead rows are vacuumed in a drain too");
+
+    app.publish_texts(&q, &["c"]).await;
+    wait_for_stat(&pool, "message_bodies", "n_tup_ins", 3).await;
+    assert!(bodies.run_if_due(&pool, 1).await.unwrap(), "a new body's arrival brings the vacuum back");
+    assert_eq!(table_stat(&pool, "message_bodies", "vacuum_count").await, 2);
 }
