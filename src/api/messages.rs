@@ -334,8 +334,7 @@ pub async fn ack(
             check_delay(format_args!("retries[{i}].delay_seconds"), d)?;
         }
     }
-    let target = delivery_target(&state, account, &path.1).await?;
-    let queue = target.queue_id;
+    let queue = queue_id(&path.1)?;
     let mut warnings: BTreeMap<String, String> = BTreeMap::new();
     let mut unknown = |lease_id: &str| {
         warnings.insert(lease_id.to_owned(), "unknown lease id for this queue; nothing changed".into());
@@ -348,8 +347,14 @@ pub async fn ack(
             None => unknown(&a.lease_id),
         }
     }
+    // Retries need the consumer's settings; acks alone are checked against the account by their delete.
+    let target = if request.retries.is_empty() && !acked.is_empty() {
+        None
+    } else {
+        Some(delivery_target(&state, account, &path.1).await?)
+    };
     let acked_set: HashSet<MessageId> = acked.iter().copied().collect();
-    let policy = target.consumer.as_ref().map_or(RetryPolicy::constant(0), |c| c.retry);
+    let policy = target.as_ref().and_then(|t| t.consumer.as_ref()).map_or(RetryPolicy::constant(0), |c| c.retry);
     let mut retries: Vec<(Retry, &str)> = Vec::new();
     for r in &request.retries {
         match state.signer.open_lease(queue, &r.lease_id) {
@@ -368,14 +373,16 @@ pub async fn ack(
     }
 
     if !acked.is_empty() {
-        let gone = store::messages::delete(&state.pool, queue, &acked).await?;
+        let done =
+            store::messages::ack(&state.pool, account, queue, &acked).await?.ok_or_else(ApiError::queue_not_found)?;
+        let gone = done.deleted;
         state.backlog.removed(queue, gone.ids.len(), gone.bytes);
-        let kind = target.consumer.as_ref().and_then(|c| ConsumerKind::parse(&c.kind).ok());
+        let kind = done.consumer_kind.and_then(|kind| ConsumerKind::parse(&kind).ok());
         state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
     }
     let mut retry_count = 0;
-    if !retries.is_empty() {
-        let spec = claim_spec(&state, account, &target).await?;
+    if let Some(target) = target.as_ref().filter(|_| !retries.is_empty()) {
+        let spec = claim_spec(&state, account, target).await?;
         let batch: Vec<Retry> = retries.iter().map(|(r, _)| *r).collect();
         let done = store::messages::retry(&state.pool, spec, &batch).await?;
         state.activity.retried(ConsumerKind::HttpPull, done.retried.len());

@@ -367,6 +367,48 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
     })
 }
 
+/// What an ack found: the messages it deleted, and the kind of consumer the queue has (if any).
+#[derive(Debug, Default)]
+pub struct Acked {
+    pub deleted: Deleted,
+    pub consumer_kind: Option<String>,
+}
+
+/// Deletes acked messages of the account's queue in one statement that also checks the queue is the
+/// account's, so an ack costs one round trip (looking the queue up first cost a second one per ack).
+/// None: the account has no such queue.
+pub async fn ack(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+    ids: &[MessageId],
+) -> Result<Option<Acked>, sqlx::Error> {
+    let rows: Vec<(Option<String>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
+        "with target as (
+             select q.id, (select c.kind from consumers c where c.queue_id = q.id) as kind
+             from queues q where q.account_id = $1 and q.id = $2),
+         gone as (
+             delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
+             returning m.id, m.size),
+         bodies as (delete from message_bodies b using gone where b.id = gone.id)
+         select t.kind, g.id, g.size from target t left join gone g on true",
+    )
+    .bind(account)
+    .bind(queue)
+    .bind(ids)
+    .fetch_all(db)
+    .await?;
+    let Some((consumer_kind, _, _)) = rows.first() else { return Ok(None) };
+    let mut acked = Acked { consumer_kind: consumer_kind.clone(), deleted: Deleted::default() };
+    for (_, id, size) in rows {
+        if let (Some(id), Some(size)) = (id, size) {
+            acked.deleted.ids.push(id);
+            acked.deleted.bytes += i64::from(size);
+        }
+    }
+    Ok(Some(acked))
+}
+
 /// The messages a delete found, and their total size.
 #[derive(Debug, Default)]
 pub struct Deleted {

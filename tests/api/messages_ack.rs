@@ -153,3 +153,21 @@ async fn acking_on_a_queue_without_a_consumer_still_works(pool: PgPool) {
     assert_eq!(app.ack(&q, &[lease(&got[0])], json!([])).await["ackCount"], 1);
     assert_eq!(app.backlog(&q).await, 0);
 }
+
+#[sqlx::test]
+async fn acking_on_a_deleted_queue_is_a_404_whatever_the_request_holds(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["m"]).await;
+    let got = app.pull(&q, json!({})).await;
+    app.delete(&format!("queues/{q}")).await.expect_ok();
+    let lease_id = lease(&got[0]);
+    for body in [
+        json!({"acks": [{"lease_id": lease_id}]}),
+        json!({"retries": [{"lease_id": lease_id}]}),
+        json!({"acks": [{"lease_id": "not-a-lease"}]}),
+        json!({}),
+    ] {
+        app.post(&format!("queues/{q}/messages/ack"), body).await.expect_error(404);
+    }
+}
