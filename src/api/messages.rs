@@ -347,7 +347,8 @@ pub async fn ack(
             None => unknown(&a.lease_id),
         }
     }
-    // Retries need the consumer's settings; acks alone are checked against the account by their delete.
+    // Retries need the consumer's settings. An ack's delete checks the queue is the account's itself, so
+    // only a request with retries, or with nothing to delete, looks the queue up first.
     let target = if request.retries.is_empty() && !acked.is_empty() {
         None
     } else {

@@ -346,7 +346,8 @@ pub async fn wake(pool: &PgPool, queues: &[QueueId]) -> Result<(), sqlx::Error> 
     tx.commit().await
 }
 
-/// Deletes the given messages of the queue (acks and purges by ref); returns the ids that were there.
+/// Deletes the given messages of the queue (a webhook's acks and purges by ref); returns the ids that were
+/// there.
 /// No separate pass locks the rows in id order first: that pass cost W2 (pull 100 + ack 100) about 8% of
 /// its throughput, and rows reach a delete in the order of the scan. Only acks, retries or purges of the
 /// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
@@ -361,14 +362,11 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
     .bind(ids)
     .fetch_all(db)
     .await?;
-    Ok(Deleted {
-        bytes: rows.iter().map(|(_, size)| i64::from(*size)).sum(),
-        ids: rows.into_iter().map(|(id, _)| id).collect(),
-    })
+    Ok(rows.into_iter().collect())
 }
 
 /// What an ack found: the messages it deleted, and the kind of consumer the queue has (if any).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Acked {
     pub deleted: Deleted,
     pub consumer_kind: Option<String>,
@@ -376,7 +374,7 @@ pub struct Acked {
 
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
 /// account's, so an ack costs one round trip (looking the queue up first cost a second one per ack).
-/// None: the account has no such queue.
+/// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
 pub async fn ack(
     db: impl PgExecutor<'_>,
     account: AccountId,
@@ -399,14 +397,10 @@ pub async fn ack(
     .fetch_all(db)
     .await?;
     let Some((consumer_kind, _, _)) = rows.first() else { return Ok(None) };
-    let mut acked = Acked { consumer_kind: consumer_kind.clone(), deleted: Deleted::default() };
-    for (_, id, size) in rows {
-        if let (Some(id), Some(size)) = (id, size) {
-            acked.deleted.ids.push(id);
-            acked.deleted.bytes += i64::from(size);
-        }
-    }
-    Ok(Some(acked))
+    let consumer_kind = consumer_kind.clone();
+    // The queue's row comes back once with no message when nothing was deleted.
+    let deleted = rows.into_iter().filter_map(|(_, id, size)| Some((id?, size?))).collect();
+    Ok(Some(Acked { deleted, consumer_kind }))
 }
 
 /// The messages a delete found, and their total size.
@@ -414,6 +408,18 @@ pub async fn ack(
 pub struct Deleted {
     pub ids: Vec<MessageId>,
     pub bytes: i64,
+}
+
+/// Collects a delete's `(id, size)` rows.
+impl FromIterator<(MessageId, i32)> for Deleted {
+    fn from_iter<I: IntoIterator<Item = (MessageId, i32)>>(rows: I) -> Self {
+        let mut deleted = Deleted::default();
+        for (id, size) in rows {
+            deleted.ids.push(id);
+            deleted.bytes += i64::from(size);
+        }
+        deleted
+    }
 }
 
 /// Deletes every message of a queue (queue deletion and purge), locking in id order as retries do.
