@@ -150,6 +150,25 @@ async fn a_deleted_dead_letter_queue_is_made_again_rather_than_losing_messages(p
 }
 
 #[sqlx::test]
+async fn a_pull_with_nothing_to_dead_letter_goes_on_while_its_dead_letter_queue_is_being_deleted(pool: PgPool) {
+    // Deleting a large dead-letter queue holds its row until every message in it is gone; the queues
+    // feeding it must still deliver meanwhile, since none of their messages is moving there.
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({"dead_letter_queue": "dlq", "settings": {"max_retries": 2}})).await;
+    let dlq = app.get("queues?name=dlq").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    app.publish_texts(&q, &["fresh"]).await;
+    let mut deleting = pool.begin().await.unwrap();
+    sqlx::query("delete from queues where id = $1::uuid").bind(&dlq).execute(&mut *deleting).await.unwrap();
+
+    let pulled = tokio::time::timeout(Duration::from_secs(10), app.pull(&q, json!({})))
+        .await
+        .expect("the pull waited for the dead-letter queue's delete");
+    assert_eq!(pulled.len(), 1);
+    assert_eq!(pulled[0]["body"], "fresh");
+    deleting.rollback().await.unwrap();
+}
+
+#[sqlx::test]
 async fn eight_concurrent_pullers_never_share_a_message(pool: PgPool) {
     let app = std::sync::Arc::new(spawn_app(pool.clone()).await);
     let q = app.pull_queue("orders", json!({})).await;
