@@ -503,6 +503,13 @@ struct Backlogged {
     pulls: Vec<Duration>,
 }
 
+impl Backlogged {
+    /// The median round's messages/s, as W2's figure is.
+    fn rate(&self) -> f64 {
+        median(self.rates.clone())
+    }
+}
+
 /// The queue each system works on.
 struct Queues {
     skiplock: String,
@@ -632,7 +639,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     let w2_empty = rows.iter().find(|r| r.workload.starts_with("W2")).and_then(|r| r.rate(System::Skiplock));
     empty_pulls.sort();
     if let Some(backlog) = &backlog {
-        let (pulls, rate) = (&backlog.pulls, median(backlog.rates.clone()));
+        let (pulls, rate) = (&backlog.pulls, backlog.rate());
         println!(
             "W5 backlog: W2 with {} messages waiting: {rate:.0} msg/s ({} of W2's {}); pull of 100 p50 / p99: {:.1} / {:.1} ms, against {:.1} / {:.1} ms in W2",
             plan.big_backlog,
@@ -670,7 +677,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         "w5_cycle": {"interval_seconds": plan.cycle_interval,
             "systems": cycle.iter().map(|(s, r)| (s.key().to_owned(), json!(r))).collect::<serde_json::Map<_, _>>()},
         "w5_backlog": backlog.as_ref().map(|b| {
-            json!({"messages_waiting": plan.big_backlog, "msg_per_s": median(b.rates.clone()), "runs": b.rates, "w2_msg_per_s": w2_empty,
+            json!({"messages_waiting": plan.big_backlog, "msg_per_s": b.rate(), "runs": b.rates, "w2_msg_per_s": w2_empty,
                    "pull_p50_ms": percentile_ms(&b.pulls, 50.0), "pull_p99_ms": percentile_ms(&b.pulls, 99.0),
                    "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": percentile_ms(&empty_pulls, 99.0)})
         }),
