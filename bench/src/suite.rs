@@ -299,8 +299,9 @@ impl Bench {
     }
 
     /// Measures `work` (messages, seconds): WAL written and CPU by party while it ran. Every run starts
-    /// from a checkpoint, so no run pays for the dirty pages the one before it left in shared buffers
-    /// (a publish run leaves gigabytes: the next run's backends had to write them out themselves).
+    /// from a checkpoint, so no run pays for the dirty pages the one before it left (a 20-s publish run
+    /// writes over a gigabyte, and backends write out the dirty buffers they evict, whoever dirtied them;
+    /// with the systems in a fixed order, that cost fell on the same system every round).
     async fn measure<F>(&self, system: System, work: F) -> anyhow::Result<Run>
     where
         F: std::future::Future<Output = anyhow::Result<(u64, f64)>>,
