@@ -298,15 +298,20 @@ impl Bench {
         asked && (system != System::Rabbit || self.rabbit.is_some())
     }
 
-    /// Measures `work` (messages, seconds): WAL written and CPU by party while it ran. Every run starts
-    /// from a checkpoint, so no run pays for the dirty pages the one before it left (a 20-s publish run
-    /// writes over a gigabyte, and backends write out the dirty buffers they evict, whoever dirtied them;
-    /// with the systems in a fixed order, that cost fell on the same system every round).
+    /// Writes out every dirty page before a measured run, so no run pays for the ones the work before
+    /// it left (a 20-s publish run writes over a gigabyte, and backends write out the dirty buffers
+    /// they evict, whoever dirtied them; with the systems in a fixed order, that cost fell on the same
+    /// system every round).
+    async fn checkpoint(&self) -> anyhow::Result<()> {
+        exec(&self.pg.url("postgres"), "checkpoint").await
+    }
+
+    /// Measures `work` (messages, seconds), from a checkpoint: WAL written and CPU by party while it ran.
     async fn measure<F>(&self, system: System, work: F) -> anyhow::Result<Run>
     where
         F: std::future::Future<Output = anyhow::Result<(u64, f64)>>,
     {
-        exec(&self.pg.url("postgres"), "checkpoint").await?;
+        self.checkpoint().await?;
         let postmaster = cpu::postmaster_pid(&self.pg.data_dir()).unwrap_or(0);
         let servers = self.server_pids(system);
         let url = self.url(system);
@@ -485,6 +490,8 @@ impl Bench {
         for _ in 0..plan.rounds {
             self.empty_queues().await?;
             self.preload(System::Skiplock, queues, plan.big_backlog).await?;
+            // From a checkpoint, as the W2 runs it is set beside are.
+            self.checkpoint().await?;
             let drained = self.api.drain(&queues.skiplock, 4, plan.seconds).await?;
             let rate = drained.messages as f64 / drained.seconds;
             eprintln!("  W5 backlog: {rate:.0} msg/s");
@@ -578,7 +585,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         // workloads left behind (the 1,000,000-message backlog, gigabytes of dirty pages) is emptied and
         // checkpointed first: W4 measures latency at 1,000 messages/s, not the flush of W5's writes.
         bench.empty_queues().await?;
-        exec(&bench.pg.url("postgres"), "checkpoint").await?;
+        bench.checkpoint().await?;
         std::env::set_var("DATABASE_URL", bench.pg.url("postgres"));
         Some(crate::latency::measure(1000, plan.latency_seconds).await?)
     } else {
