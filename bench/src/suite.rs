@@ -32,7 +32,8 @@ pub struct SuiteArgs {
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
-    /// Rounds of W1-W3 (default: 1 quick; full: 5 of W1 and W3, 3 of W2).
+    /// Rounds of every workload that has them (default: 1 quick; full: 5 of W1 and W3, 3 of W2 and of
+    /// W5's backlog).
     #[arg(long)]
     pub rounds: Option<usize>,
     /// Load pg_stat_statements into the cluster and print skiplock's costliest statements at the end.
