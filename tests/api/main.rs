@@ -9,6 +9,7 @@ mod consumers;
 mod counts;
 mod dashboard;
 mod durability;
+mod idempotency;
 mod messages_ack;
 mod messages_publish;
 mod messages_pull;
