@@ -38,6 +38,34 @@ pub struct QueueSettingsInput {
     pub message_retention_period: Option<i64>,
 }
 
+/// Where Cloudflare keeps a queue's data. Set at creation and shown as given; a self-hosted
+/// deployment keeps every queue in the operator's own database whatever it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Jurisdiction {
+    Eu,
+    Us,
+    Fedramp,
+}
+
+impl Jurisdiction {
+    pub fn parse(raw: &str) -> Result<Self, Invalid> {
+        match raw {
+            "eu" => Ok(Self::Eu),
+            "us" => Ok(Self::Us),
+            "fedramp" => Ok(Self::Fedramp),
+            _ => Err(invalid(format!("jurisdiction must be one of eu, us, fedramp, got {raw:?}"))),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Eu => "eu",
+            Self::Us => "us",
+            Self::Fedramp => "fedramp",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct QueueSettings {
     pub delivery_delay: i64,

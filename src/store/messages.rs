@@ -137,6 +137,9 @@ pub struct Claim {
     pub exhausted: usize,
     /// The dispatch slot taken for these messages, when the claim asked for one.
     pub slot: Option<i32>,
+    /// The consumer's signing secrets as this claim read them (webhook claims only), so a batch
+    /// claimed after a rotation answered is signed with the new secret on every node.
+    pub secrets: Vec<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -147,6 +150,8 @@ struct ClaimRow {
     content_type: Option<i16>,
     body: Option<Vec<u8>>,
     slot: Option<i32>,
+    signing_secret: Option<String>,
+    previous_signing_secret: Option<String>,
 }
 
 /// A webhook claim also takes one of its consumer's dispatch slots, so that no more than
@@ -207,10 +212,13 @@ pub async fn claim(
          ",
         dead_letter_ctes!(),
         "
-         select c.id, c.attempts, c.published_at, b.content_type, b.body, (select slot from slot)
+         select c.id, c.attempts, c.published_at, b.content_type, b.body, (select slot from slot),
+                (select signing_secret from consumers where id = $7),
+                (select previous_signing_secret from consumers
+                 where id = $7 and previous_secret_expires_at > now())
          from claimed c join message_bodies b on b.id = c.id
          union all
-         select id, -1, null, null, null, null from exhausted"
+         select id, -1, null, null, null, null, null, null from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -226,6 +234,9 @@ pub async fn claim(
     let mut claim = Claim::default();
     for row in rows {
         claim.slot = claim.slot.or(row.slot);
+        if claim.secrets.is_empty() {
+            claim.secrets.extend(row.signing_secret.into_iter().chain(row.previous_signing_secret));
+        }
         match (row.published_at, row.content_type, row.body) {
             (Some(published_at), Some(content_type), Some(body)) => claim.messages.push(StoredMessage {
                 id: row.id,

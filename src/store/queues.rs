@@ -5,10 +5,10 @@ use sqlx::{PgExecutor, PgPool};
 
 use super::{violated_constraint, StoreError};
 use crate::ids::{AccountId, QueueId};
-use crate::queue::settings::{QueueName, QueueSettings};
+use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings};
 
 const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
-                       created_at, modified_at, purge_started_at, purge_completed";
+                       created_at, modified_at, purge_started_at, purge_completed, jurisdiction";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueRow {
@@ -22,6 +22,7 @@ pub struct QueueRow {
     pub modified_at: DateTime<Utc>,
     pub purge_started_at: Option<DateTime<Utc>>,
     pub purge_completed: bool,
+    pub jurisdiction: Option<String>,
 }
 
 impl QueueRow {
@@ -53,10 +54,12 @@ pub async fn create(
     account: AccountId,
     name: &QueueName,
     settings: QueueSettings,
+    jurisdiction: Option<Jurisdiction>,
 ) -> Result<QueueRow, StoreError> {
     sqlx::query_as(&format!(
-        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period)
-         values ($1, $2, $3, $4, $5, $6) returning {COLUMNS}"
+        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
+                             jurisdiction)
+         values ($1, $2, $3, $4, $5, $6, $7) returning {COLUMNS}"
     ))
     .bind(QueueId::new())
     .bind(account)
@@ -64,6 +67,7 @@ pub async fn create(
     .bind(settings.delivery_delay as i32)
     .bind(settings.delivery_paused)
     .bind(settings.message_retention_period as i32)
+    .bind(jurisdiction.map(Jurisdiction::as_str))
     .fetch_one(db)
     .await
     .map_err(|e| map_duplicate(e, name))

@@ -15,6 +15,7 @@ mod messages_publish;
 mod messages_pull;
 mod metrics;
 mod operations;
+mod parity;
 mod peek_purge;
 mod queues;
 mod receiver;
