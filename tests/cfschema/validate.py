@@ -10,10 +10,13 @@ EXCHANGES.json is a list of recorded exchanges:
 Each body is validated by openapi-core against the schema's response for that operation and status
 (an exact status, else its range such as 4XX), with OpenAPI 3.0 semantics and format checks.
 
-ALLOW.json lists skiplock extensions that Cloudflare's schema rejects, each as a value that is
-validated as if it were another one, so the rest of the answer is still checked:
+ALLOW.json lists answers of skiplock's that Cloudflare's schema rejects, each with its reason, and
+says what to validate them as instead, so the rest of the answer is still checked. Either a value:
     {"id": "...", "at": ["/result/type", "/result/*/type"], "value": "webhook", "as": "worker", "why": "..."}
-`at` holds JSON pointers into the answer; `*` stands for any one segment.
+(`at` holds JSON pointers into the answer; `*` stands for any one segment), or a status that the
+operation does not document, validated as that status of another operation:
+    {"id": "...", "operation": "subscriptions-delete", "status": 404, "as_operation": "subscriptions-get",
+     "why": "..."}
 
 Prints every failure with its operation and path, then a count; exits 1 if anything failed.
 --report writes {validated, failed, failures, operations, allowances_used} as JSON.
@@ -85,10 +88,15 @@ def main():
     openapi = OpenAPI.from_dict(spec_dict)
     exchanges = json.loads(Path(args.exchanges).read_text())
     allowances = json.loads(Path(args.allow).read_text()) if args.allow else []
+    by_id = {op["operationId"]: (method, template) for template, ops in spec_dict["paths"].items()
+             for method, op in ops.items() if method in METHODS and "operationId" in op}
     for a in allowances:
-        missing = {"id", "at", "value", "as", "why"} - set(a)
+        keys = {"at", "value", "as"} if "at" in a else {"operation", "status", "as_operation"}
+        missing = ({"id", "why"} | keys) - set(a)
         if missing or not a["why"].strip():
             sys.exit(f"allow-list entry {a.get('id')!r} lacks {sorted(missing) or ['a reason']}")
+        if "as_operation" in a and a["as_operation"] not in by_id:
+            sys.exit(f"allow-list entry {a['id']!r}: no operation {a['as_operation']!r} in the schema")
 
     failures, operations, used = [], {}, {a["id"]: 0 for a in allowances}
     validated = 0
@@ -106,8 +114,11 @@ def main():
         body = copy.deepcopy(x["body"])
         hits = []
         for a in allowances:
-            for at in a["at"]:
+            for at in a.get("at", []):
                 substitute({"": body}, [""] + at.split("/")[1:], a, hits)
+            if a.get("operation") == operation_id and int(a["status"]) == status:
+                method, template = by_id[a["as_operation"]]
+                hits.append(a["id"])
         for h in hits:
             used[h] += 1
 
