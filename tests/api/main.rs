@@ -5,6 +5,7 @@ mod limits;
 mod process;
 
 mod auth;
+mod cf_schema;
 mod consumers;
 mod counts;
 mod dashboard;
