@@ -96,6 +96,42 @@ impl Api {
         Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
     }
 
+    /// W1k and W1d: `clients` connections publishing batches of `batch` messages that each carry a key
+    /// unique to the run (`nonce`), for `seconds`; then the very same batches again, every message a
+    /// duplicate. Returns the two (messages, seconds) measurements.
+    pub async fn publish_keyed(
+        &self,
+        queue: &str,
+        clients: usize,
+        batch: usize,
+        body: &str,
+        seconds: f64,
+        nonce: u64,
+    ) -> anyhow::Result<((u64, f64), (u64, f64))> {
+        let started = Instant::now();
+        let until = started + Duration::from_secs_f64(seconds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for client in 0..clients {
+            let keyed = Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
+            tasks.spawn(async move { keyed.send(Err(until)).await });
+        }
+        let mut sent = vec![0; clients];
+        while let Some(task) = tasks.join_next().await {
+            let (client, rounds) = task??;
+            sent[client] = rounds;
+        }
+        let first = (sent.iter().sum::<u64>() * batch as u64, started.elapsed().as_secs_f64());
+        let started = Instant::now();
+        for (client, rounds) in sent.into_iter().enumerate() {
+            let keyed = Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
+            tasks.spawn(async move { keyed.send(Ok(rounds)).await });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok((first, (first.0, started.elapsed().as_secs_f64())))
+    }
+
     /// Fills the queue with `count` messages of `body`, in batches of 100 over four connections.
     pub async fn preload(&self, queue: &str, count: u64, body: &str) -> anyhow::Result<()> {
         let request = self.publish_request(queue, 100, body);
@@ -233,4 +269,44 @@ pub async fn sample_rates(counter: &AtomicU64, started: Instant, intervals: usiz
         last = now;
     }
     rates
+}
+
+/// One client of W1k/W1d: its batches are numbered, so a second pass can send exactly the same ones.
+struct Keyed {
+    api: Api,
+    queue: String,
+    batch: usize,
+    body: String,
+    nonce: u64,
+    client: usize,
+}
+
+impl Keyed {
+    fn request(&self, round: u64) -> Request {
+        let (nonce, client) = (self.nonce, self.client);
+        let messages: Vec<_> = (0..self.batch)
+            .map(|i| json!({"body": self.body, "content_type": "text", "idempotency_key": format!("{nonce}-{client}-{round}-{i}")}))
+            .collect();
+        self.api.request(&self.queue, "/batch", json!({ "messages": messages }).to_string().as_bytes())
+    }
+
+    /// Sends batches until the deadline (`Err`), every message new; or the first `rounds` batches
+    /// again (`Ok`), every message a duplicate. Returns the client and how many batches it sent.
+    async fn send(self, rounds: Result<u64, Instant>) -> anyhow::Result<(usize, u64)> {
+        let mut connection = Connection::open(&self.api.host).await?;
+        let expected = format!("\"duplicates\":{}", if rounds.is_ok() { self.batch } else { 0 });
+        let mut round = 0;
+        while match rounds {
+            Ok(total) => round < total,
+            Err(until) => Instant::now() < until,
+        } {
+            let answer = connection.send(&self.request(round)).await?;
+            let text = String::from_utf8_lossy(&answer.body);
+            if answer.status != 200 || !text.contains(&expected) {
+                bail!("keyed publish: expected 200 with {expected}, got {} {text}", answer.status);
+            }
+            round += 1;
+        }
+        Ok((self.client, round))
+    }
 }

@@ -26,7 +26,7 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w2, w3, w4, w5), comma-separated.
+    /// Run only these workloads (w1, w1k, w2, w3, w4, w5), comma-separated; w1k also runs W1d.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -372,6 +372,30 @@ impl Bench {
         Ok(Row { workload, runs })
     }
 
+    /// W1k (W1 with a unique idempotency key on every message) and W1d (the same batches sent again, all
+    /// duplicates): skiplock only, set beside W1's rows of the same run.
+    async fn keyed_publishing(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<(Row, Row)> {
+        let (mut first, mut again) = (vec![], vec![]);
+        for round in 0..plan.publish_rounds {
+            let nonce = chrono::Utc::now().timestamp_micros() as u64 + round as u64;
+            let api = &self.api;
+            let both = api.publish_keyed(&queues.skiplock, 4, 100, &self.body, plan.seconds, nonce);
+            // The two passes run back to back; each is measured on its own (CPU and WAL included).
+            let (keyed, duplicates) = both.await?;
+            first.push(Run { messages: keyed.0, seconds: keyed.1, wal_bytes: 0, cpu: Default::default() });
+            again.push(Run { messages: duplicates.0, seconds: duplicates.1, wal_bytes: 0, cpu: Default::default() });
+            eprintln!(
+                "  W1k: {:.0} msg/s; W1d (all duplicates): {:.0} msg/s",
+                first.last().unwrap().rate(),
+                again.last().unwrap().rate()
+            );
+        }
+        Ok((
+            Row { workload: "W1k publish with a unique idempotency key each, batches of 100, 4 clients", runs: vec![(System::Skiplock, first)] },
+            Row { workload: "W1d the same keyed batches again (all duplicates)", runs: vec![(System::Skiplock, again)] },
+        ))
+    }
+
     /// Empties every system's queue, so the next workload starts from the same place for all.
     async fn empty_queues(&self) -> anyhow::Result<()> {
         // Each database holds only the bench's queues: emptying the tables at once is far quicker than
@@ -379,6 +403,7 @@ impl Bench {
         for url in [&self.skiplock_url, &self.raw_url] {
             exec(url, "truncate messages, message_bodies; analyze messages, message_bodies").await?;
         }
+        exec(&self.skiplock_url, "truncate idempotency_keys").await?;
         exec(&self.pgmq_url, "select pgmq.purge_queue('bench'); vacuum analyze pgmq.q_bench").await?;
         if let Some(rabbit) = &self.rabbit {
             rabbit.purge().await?;
@@ -565,6 +590,11 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     if wanted("w1") {
         rows.push(bench.publishing("W1 publish, batches of 100, 4 clients", 4, 100, &plan, &queues).await?);
+    }
+    if wanted("w1k") && bench.present(System::Skiplock) {
+        let (keyed, duplicates) = bench.keyed_publishing(&plan, &queues).await?;
+        rows.push(keyed);
+        rows.push(duplicates);
     }
     if wanted("w3") {
         rows.push(bench.publishing("W3 single publish, 64 clients", 64, 1, &plan, &queues).await?);
