@@ -5,6 +5,7 @@ mod limits;
 mod process;
 
 mod auth;
+mod clients;
 mod consumers;
 mod counts;
 mod dashboard;
