@@ -21,6 +21,9 @@ pub enum ApiError {
     Unauthorized(String),
     #[error("{0}")]
     Forbidden(String),
+    /// A user-level endpoint asked with an account's token.
+    #[error("Valid user-level authentication not found: this token belongs to an account, not a user")]
+    NotAUserToken,
     #[error("{0}")]
     QuotaExceeded(String),
     #[error("{0}")]
@@ -42,6 +45,12 @@ pub enum ApiError {
 }
 
 pub mod codes {
+    /// Cloudflare's routing codes: clients read 10000 as an authentication failure, so a path that is
+    /// not served answers these instead.
+    pub const NO_ROUTE: u32 = 7000;
+    pub const INVALID_OBJECT_ID: u32 = 7003;
+    /// What Cloudflare answers on user-level endpoints to a token owned by an account.
+    pub const NOT_A_USER_TOKEN: u32 = 9109;
     pub const GENERIC: u32 = 10000;
     pub const QUEUE_NOT_FOUND: u32 = 10104;
     pub const UNAUTHORIZED: u32 = 10106;
@@ -73,6 +82,13 @@ impl ApiError {
     pub fn not_found(what: &str) -> Self {
         Self::NotFound(format!("{what} not found"), codes::GENERIC)
     }
+    /// Cloudflare's answer to a path whose identifier is malformed or names nothing this token can see.
+    pub fn no_route_to(path: &str) -> Self {
+        Self::NotFound(
+            format!("Could not route to {path}, perhaps your object identifier is invalid?"),
+            codes::INVALID_OBJECT_ID,
+        )
+    }
 
     fn code(&self) -> u32 {
         match self {
@@ -82,6 +98,7 @@ impl ApiError {
             | Self::Conflict(_, code)
             | Self::ConflictRetryable(_, code) => *code,
             Self::Unauthorized(_) | Self::Forbidden(_) => codes::UNAUTHORIZED,
+            Self::NotAUserToken => codes::NOT_A_USER_TOKEN,
             Self::TooManyRequests(..) => codes::RATE_LIMITED,
             Self::QuotaExceeded(_) => codes::QUOTA_EXCEEDED,
             Self::MethodNotAllowed(_) => codes::GENERIC,
@@ -168,7 +185,7 @@ impl ResponseError for ApiError {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
             Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Forbidden(_) | Self::QuotaExceeded(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::QuotaExceeded(_) | Self::NotAUserToken => StatusCode::FORBIDDEN,
             Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             Self::NotFound(..) => StatusCode::NOT_FOUND,
             Self::Conflict(..) | Self::ConflictRetryable(..) => StatusCode::CONFLICT,

@@ -132,7 +132,7 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String
 }
 
 async fn find_consumer(state: &AppState, account: AccountId, queue: &QueueRow, raw_id: &str) -> ApiResult<ConsumerRow> {
-    let id: ConsumerId = path_id(raw_id, codes::GENERIC)?;
+    let id: ConsumerId = path_id(raw_id, codes::INVALID_OBJECT_ID)?;
     store::consumers::get(&state.pool, account, queue.id, id).await?.ok_or_else(|| ApiError::not_found("consumer"))
 }
 
@@ -185,7 +185,7 @@ pub async fn delete(
     path: web::Path<(String, String, String)>,
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    let id: ConsumerId = path_id(&path.2, codes::GENERIC)?;
+    let id: ConsumerId = path_id(&path.2, codes::INVALID_OBJECT_ID)?;
     if !store::consumers::delete(&state.pool, auth.account_id(), queue.id, id).await? {
         return Err(ApiError::not_found("consumer"));
     }

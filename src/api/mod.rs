@@ -1,12 +1,14 @@
 //! The HTTP surface: Cloudflare's `/client/v4` routes, health checks and the dashboard's files.
 //! Handlers parse, authorize, call the store and shape the envelope; rules live in `queue`.
 
+pub mod accounts;
 pub mod assets;
 pub mod consumers;
 pub mod envelope;
 pub mod messages;
 pub mod queues;
 pub mod stats;
+pub mod subscriptions;
 pub mod tokens;
 pub mod views;
 
@@ -46,16 +48,24 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .service(
             web::scope("/client/v4")
                 .service(resource!("/user/tokens/verify"; get => tokens::verify))
+                .service(resource!("/user"; get => accounts::user))
+                .service(resource!("/memberships"; get => accounts::memberships))
+                .service(resource!("/accounts"; get => accounts::list))
                 .service(web::scope("/accounts/{account_id}").configure(account_routes))
                 .default_service(web::to(no_such_endpoint)),
         );
 }
 
 fn account_routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource!("/tokens"; get => tokens::list, post => tokens::create))
+    cfg.service(resource!(""; get => accounts::get))
+        .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
         .service(resource!("/tokens/{token_id}"; delete => tokens::revoke))
         .service(resource!("/stats/queues"; get => stats::all_queues))
         .service(resource!("/queues"; get => queues::list, post => queues::create))
+        .service(resource!("/event_subscriptions/subscriptions";
+            get => subscriptions::list, post => subscriptions::create))
+        .service(resource!("/event_subscriptions/subscriptions/{subscription_id}";
+            get => subscriptions::unknown, patch => subscriptions::unknown, delete => subscriptions::unknown))
         .service(web::scope("/queues/{queue_id}").configure(queue_routes))
         .default_service(web::to(no_such_endpoint));
 }
@@ -96,7 +106,7 @@ async fn openapi() -> HttpResponse {
 }
 
 pub async fn no_such_endpoint(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::NotFound(format!("no such endpoint: {} {}", req.method(), req.path()), codes::GENERIC))
+    Err(ApiError::NotFound(format!("No route for that URI: {} {}", req.method(), req.path()), codes::NO_ROUTE))
 }
 
 async fn healthz() -> HttpResponse {

@@ -1,6 +1,7 @@
 //! Queue endpoints: create, list, get, replace, update, delete, metrics, purge.
 
 use actix_web::{web, HttpResponse};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -9,7 +10,7 @@ use super::views::{timestamp, QueueView};
 use crate::auth::{Authed, QueuesRead, QueuesWrite};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::ids::{AccountId, QueueId};
-use crate::queue::settings::{QueueName, QueueSettings, QueueSettingsInput};
+use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings, QueueSettingsInput};
 use crate::state::AppState;
 use crate::store::{self, queues::QueueRow};
 
@@ -38,6 +39,7 @@ pub struct CreateQueue {
     queue_name: Option<String>,
     #[serde(default)]
     settings: QueueSettingsInput,
+    jurisdiction: Option<String>,
 }
 
 pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<CreateQueue>) -> ApiResult<HttpResponse> {
@@ -45,13 +47,14 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let raw_name = body.queue_name.ok_or_else(|| ApiError::bad_request("queue_name is required"))?;
     let name = QueueName::parse("queue_name", &raw_name)?;
     let settings = QueueSettings::default().apply(&body.settings)?;
+    let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
     let max = state.limits.max_queues_per_account;
     if store::queues::count(&state.pool, auth.account_id()).await? >= max {
         return Err(ApiError::QuotaExceeded(format!(
             "this account has reached its quota of {max} queues; delete one before creating another"
         )));
     }
-    let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings).await?;
+    let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings, jurisdiction).await?;
     Ok(ok(QueueView::new(&queue, &[])))
 }
 
@@ -97,12 +100,29 @@ pub async fn get(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String,
     Ok(ok(view(&state, &queue).await?))
 }
 
+/// A Queue object may be sent back as read (Cloudflare's schema types the body so): its read-only
+/// fields are accepted and ignored, while any field a Queue does not have is still refused by name.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateQueue {
     queue_name: Option<String>,
     #[serde(default)]
     settings: QueueSettingsInput,
+    jurisdiction: Option<String>,
+    #[serde(rename = "queue_id")]
+    _queue_id: Option<IgnoredAny>,
+    #[serde(rename = "created_on")]
+    _created_on: Option<IgnoredAny>,
+    #[serde(rename = "modified_on")]
+    _modified_on: Option<IgnoredAny>,
+    #[serde(rename = "producers")]
+    _producers: Option<IgnoredAny>,
+    #[serde(rename = "producers_total_count")]
+    _producers_total_count: Option<IgnoredAny>,
+    #[serde(rename = "consumers")]
+    _consumers: Option<IgnoredAny>,
+    #[serde(rename = "consumers_total_count")]
+    _consumers_total_count: Option<IgnoredAny>,
 }
 
 /// PUT replaces the settings (omitted ones return to their defaults); PATCH changes only those given.
@@ -118,6 +138,14 @@ async fn update(
         Some(raw) => QueueName::parse("queue_name", raw)?,
         None => QueueName::parse("queue_name", &queue.name)?,
     };
+    if let Some(raw) = &body.jurisdiction {
+        let given = Jurisdiction::parse(raw)?;
+        if queue.jurisdiction.as_deref() != Some(given.as_str()) {
+            return Err(ApiError::bad_request(
+                "jurisdiction is set when a queue is created and cannot change; create a new queue instead",
+            ));
+        }
+    }
     let base = if replace { QueueSettings::default() } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
     let updated = store::queues::update(&state.pool, account, queue.id, &name, settings)
@@ -196,8 +224,10 @@ pub async fn purge_status(
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    Ok(ok(json!({
-        "started_at": queue.purge_started_at.map(timestamp),
-        "completed": if queue.purge_completed { "true" } else { "false" },
-    })))
+    // Cloudflare's schema types `started_at` a string, so a queue never purged leaves it out.
+    let mut status = json!({"completed": if queue.purge_completed { "true" } else { "false" }});
+    if let Some(started) = queue.purge_started_at {
+        status["started_at"] = json!(timestamp(started));
+    }
+    Ok(ok(status))
 }

@@ -106,7 +106,7 @@ pub async fn revoke(
     auth: Authed<TokensWrite>,
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
-    let id: TokenId = path_id(&path.1, codes::GENERIC)?;
+    let id: TokenId = path_id(&path.1, codes::INVALID_OBJECT_ID)?;
     if !store::tokens::revoke(&state.pool, auth.account_id(), id).await? {
         return Err(ApiError::not_found("token"));
     }

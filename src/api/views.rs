@@ -25,6 +25,8 @@ pub struct QueueView {
     pub consumers: Vec<ConsumerView>,
     pub consumers_total_count: usize,
     pub settings: QueueSettings,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jurisdiction: Option<String>,
 }
 
 impl QueueView {
@@ -41,6 +43,7 @@ impl QueueView {
             consumers_total_count: consumers.len(),
             consumers,
             settings: queue.settings(),
+            jurisdiction: queue.jurisdiction.clone(),
         }
     }
 }

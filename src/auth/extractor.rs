@@ -10,7 +10,7 @@ use actix_web::{http::header, web, FromRequest, HttpRequest};
 
 use super::token::Scope;
 use super::verifier::Principal;
-use crate::error::{codes, ApiError};
+use crate::error::ApiError;
 use crate::ids::AccountId;
 use crate::state::AppState;
 
@@ -57,6 +57,7 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
             .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
             .map(|v| v.trim().to_owned());
         let path_account = req.match_info().get("account_id").map(str::to_owned);
+        let path = req.path().to_owned();
         Box::pin(async move {
             let text = bearer.ok_or_else(|| {
                 ApiError::Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'".into())
@@ -67,11 +68,9 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 .await?
                 .ok_or_else(|| ApiError::Unauthorized("invalid or revoked API token".into()))?;
             if let Some(raw) = path_account {
-                let account: AccountId = raw
-                    .parse()
-                    .map_err(|e: crate::ids::MalformedId| ApiError::bad_request_code(codes::GENERIC, e.to_string()))?;
-                if account != principal.account_id {
-                    return Err(ApiError::NotFound("account not found".into(), codes::GENERIC));
+                // A malformed id and another account's id get the same answer, as for any object it cannot see.
+                if raw.parse::<AccountId>().ok() != Some(principal.account_id) {
+                    return Err(ApiError::no_route_to(&path));
                 }
             }
             if let Some(missing) = R::SCOPES.iter().find(|s| !principal.has(**s)) {

@@ -120,10 +120,11 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
-/// A claimed batch, with the slot it holds.
+/// A claimed batch, with the slot it holds and the secrets its claim read.
 pub struct Batch {
     pub messages: Vec<StoredMessage>,
     pub slot: Option<i32>,
+    pub secrets: Vec<String>,
 }
 
 impl Dispatcher {
@@ -179,7 +180,7 @@ impl Dispatcher {
         let claim = store::messages::claim(&self.pool, spec, Some(slot), c.batch_size, lease_ms).await?;
         self.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
         self.activity.delivered(ConsumerKind::Webhook, claim.messages.len());
-        Ok(Batch { messages: claim.messages, slot: claim.slot })
+        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets })
     }
 
     /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that
@@ -197,7 +198,9 @@ impl Dispatcher {
         let (body, ids) = self.payload(c, &batch.messages);
         let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
         let timestamp = Utc::now().timestamp();
-        let secrets: Vec<&str> = c.secrets.iter().map(String::as_str).collect();
+        // The claim's own reading of the secrets: the cached consumer may predate a rotation.
+        let secrets = if batch.secrets.is_empty() { &c.secrets } else { &batch.secrets };
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         let headers = [
             ("webhook-id", webhook_id.clone()),
             ("webhook-timestamp", timestamp.to_string()),

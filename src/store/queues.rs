@@ -5,10 +5,10 @@ use sqlx::{PgExecutor, PgPool};
 
 use super::{violated_constraint, StoreError};
 use crate::ids::{AccountId, QueueId};
-use crate::queue::settings::{QueueName, QueueSettings};
+use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings};
 
 const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
-                       created_at, modified_at, purge_started_at, purge_completed";
+                       created_at, modified_at, purge_started_at, purge_completed, jurisdiction, idempotency_window";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueRow {
@@ -22,6 +22,8 @@ pub struct QueueRow {
     pub modified_at: DateTime<Utc>,
     pub purge_started_at: Option<DateTime<Utc>>,
     pub purge_completed: bool,
+    pub jurisdiction: Option<String>,
+    pub idempotency_window: i32,
 }
 
 impl QueueRow {
@@ -30,6 +32,7 @@ impl QueueRow {
             delivery_delay: self.delivery_delay.into(),
             delivery_paused: self.delivery_paused,
             message_retention_period: self.message_retention_period.into(),
+            idempotency_window: self.idempotency_window.into(),
         }
     }
 }
@@ -53,10 +56,12 @@ pub async fn create(
     account: AccountId,
     name: &QueueName,
     settings: QueueSettings,
+    jurisdiction: Option<Jurisdiction>,
 ) -> Result<QueueRow, StoreError> {
     sqlx::query_as(&format!(
-        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period)
-         values ($1, $2, $3, $4, $5, $6) returning {COLUMNS}"
+        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
+                             jurisdiction, idempotency_window)
+         values ($1, $2, $3, $4, $5, $6, $7, $8) returning {COLUMNS}"
     ))
     .bind(QueueId::new())
     .bind(account)
@@ -64,6 +69,8 @@ pub async fn create(
     .bind(settings.delivery_delay as i32)
     .bind(settings.delivery_paused)
     .bind(settings.message_retention_period as i32)
+    .bind(jurisdiction.map(Jurisdiction::as_str))
+    .bind(settings.idempotency_window as i32)
     .fetch_one(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -134,7 +141,7 @@ pub async fn update(
 ) -> Result<Option<QueueRow>, StoreError> {
     sqlx::query_as(&format!(
         "update queues set name = $3, delivery_delay = $4, delivery_paused = $5,
-                message_retention_period = $6, modified_at = now()
+                message_retention_period = $6, idempotency_window = $7, modified_at = now()
          where account_id = $1 and id = $2 returning {COLUMNS}"
     ))
     .bind(account)
@@ -143,6 +150,7 @@ pub async fn update(
     .bind(settings.delivery_delay as i32)
     .bind(settings.delivery_paused)
     .bind(settings.message_retention_period as i32)
+    .bind(settings.idempotency_window as i32)
     .fetch_optional(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -164,7 +172,8 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bo
     Ok(true)
 }
 
-/// Deletes every message of the queue and records the purge; None if there is no such queue.
+/// Deletes every message of the queue, forgets its idempotency keys (a purge starts the queue afresh)
+/// and records the purge; None if there is no such queue.
 pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let row: Option<QueueRow> = sqlx::query_as(&format!(
@@ -177,6 +186,7 @@ pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Opt
     .await?;
     if row.is_some() {
         super::messages::delete_all(&mut *tx, id).await?;
+        sqlx::query("delete from idempotency_keys where queue_id = $1").bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
     }
     Ok(row)

@@ -146,9 +146,12 @@ async fn malformed_json_and_unknown_routes_get_clear_4xx(pool: PgPool) {
     assert!(spec.body["paths"]["/client/v4/accounts/{account_id}/queues/{queue_id}/messages/pull"].is_object());
     let upper = app.account.to_string().to_uppercase();
     let url = format!("{}/client/v4/accounts/{upper}/queues", app.address);
-    app.raw(Method::GET, &url, Some(&app.token), None).await.expect_error(400);
+    let resp = app.raw(Method::GET, &url, Some(&app.token), None).await;
+    resp.expect_error(404);
+    assert_eq!(resp.error_code(), 7003, "an upper-case account id is malformed");
     let resp = app.raw(Method::GET, &format!("{}/client/v4/elsewhere", app.address), Some(&app.token), None).await;
     resp.expect_error(404);
+    assert_eq!(resp.error_code(), 7000);
 }
 
 #[sqlx::test]

@@ -27,9 +27,24 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, "queues".to_owned()),
         (Method::POST, format!("queues/{theirs}/messages/pull")),
         (Method::GET, "tokens".to_owned()),
+        (Method::GET, "event_subscriptions/subscriptions".to_owned()),
+        (Method::POST, "event_subscriptions/subscriptions".to_owned()),
     ] {
         let resp = app.raw(method.clone(), &format!("{theirs_url}/{path}"), Some(&token), Some(b"{}".to_vec())).await;
         resp.expect_error(404);
+    }
+    // The account object itself, and the account lists, which show Mallory only her own.
+    app.raw(Method::GET, &theirs_url, Some(&token), None).await.expect_error(404);
+    for list in ["accounts", "memberships"] {
+        let resp = app.raw(Method::GET, &format!("{}/client/v4/{list}", app.address), Some(&token), None).await;
+        let ids: Vec<String> = resp
+            .expect_ok()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.get("account").unwrap_or(a)["id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(ids, vec![mallory.to_string()], "{list}");
     }
     // The victim's ids under Mallory's own account.
     let body = |v: serde_json::Value| Some(v.to_string().into_bytes());
@@ -138,6 +153,8 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::GET, "tokens".into(), json!(null)),
                 (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
+                (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
+                (Method::POST, "event_subscriptions/subscriptions".into(), json!({"name": "s"})),
             ];
             for (method, path, body) in cases {
                 let body = (!body.is_null()).then(|| body.to_string().into_bytes());
@@ -145,7 +162,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 tried += 1;
                 assert!(resp.status < 500, "{method} {prefix}/{path} with {scopes:?}: {} {}", resp.status, resp.body);
                 let on_own_collection = prefix.contains(&mallory.to_string())
-                    && matches!(path.as_str(), "queues" | "stats/queues" | "tokens");
+                    && matches!(
+                        path.as_str(),
+                        "queues" | "stats/queues" | "tokens" | "event_subscriptions/subscriptions"
+                    );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
                 } else if resp.status == 200 {
@@ -154,7 +174,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 26);
+    assert_eq!(tried, 8 * 2 * 28);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");

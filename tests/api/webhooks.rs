@@ -286,25 +286,6 @@ async fn signatures_verify_with_the_standard_webhooks_library_through_a_rotation
     let deliveries = receiver.received();
     assert_eq!(deliveries[1].header("webhook-signature").split(' ').count(), 2, "both secrets sign");
 
-    let verify = |secret: String, index: usize| {
-        let delivery = &deliveries[index];
-        let headers: serde_json::Map<String, serde_json::Value> =
-            delivery.headers.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-        let file = std::env::temp_dir().join(format!("skiplock-delivery-{}.json", uuid::Uuid::new_v4()));
-        std::fs::write(&file, json!({"headers": headers, "body": delivery.raw}).to_string()).unwrap();
-        async move {
-            let root = env!("CARGO_MANIFEST_DIR");
-            let output = tokio::process::Command::new(format!("{root}/.venv/bin/python"))
-                .arg(format!("{root}/tests/sdk/verify_webhook.py"))
-                .arg(secret)
-                .arg(&file)
-                .output()
-                .await
-                .expect("make test creates .venv");
-            let _ = std::fs::remove_file(&file);
-            (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
-        }
-    };
     for (secret, index, expected) in [
         (hook.secret.clone(), 0, true),
         (new_secret.clone(), 0, false),
@@ -312,9 +293,48 @@ async fn signatures_verify_with_the_standard_webhooks_library_through_a_rotation
         (new_secret.clone(), 1, true),
         ("whsec_".to_owned() + &BASE64.encode([7u8; 32]), 1, false),
     ] {
-        let (ok, output) = verify(secret, index).await;
+        let (ok, output) = verifies(&secret, &deliveries[index]).await;
         assert_eq!(ok, expected, "delivery {index}: {output}");
     }
+}
+
+/// Checks a delivery's signature with the Standard Webhooks reference library (tests/sdk/).
+async fn verifies(secret: &str, delivery: &crate::receiver::Received) -> (bool, String) {
+    let headers: serde_json::Map<String, serde_json::Value> =
+        delivery.headers.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    let file = std::env::temp_dir().join(format!("skiplock-delivery-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, json!({"headers": headers, "body": delivery.raw}).to_string()).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let output = tokio::process::Command::new(format!("{root}/.venv/bin/python"))
+        .arg(format!("{root}/tests/sdk/verify_webhook.py"))
+        .arg(secret)
+        .arg(&file)
+        .output()
+        .await
+        .expect("make test creates .venv");
+    let _ = std::fs::remove_file(&file);
+    (output.status.success(), String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// A dispatcher that read the consumer before a rotation still signs the next batch with the new
+/// secret: the claim reads the secrets, so a receiver may switch as soon as the rotation answers.
+#[sqlx::test]
+async fn a_rotation_takes_effect_for_the_next_batch_even_on_a_dispatcher_that_cached_the_consumer(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("orders", &receiver.url, json!({})).await;
+    let d = dispatcher(&pool, TIMEOUT).await;
+    let cached = webhook_consumer(&d, &hook).await;
+    let rotated =
+        app.post(&format!("queues/{}/consumers/{}/rotate_secret", hook.queue, hook.consumer), json!({})).await;
+    let new_secret = rotated.expect_ok()["signing_secret"].as_str().unwrap().to_owned();
+    app.publish_texts(&hook.queue, &["after the rotation"]).await;
+    d.dispatch_once(&cached).await.unwrap().unwrap();
+    let delivery = &receiver.received()[0];
+    let (ok, output) = verifies(&new_secret, delivery).await;
+    assert!(ok, "the new secret must verify the first batch after the rotation: {output}");
+    let (ok, output) = verifies(&hook.secret, delivery).await;
+    assert!(ok, "the previous secret keeps signing during its grace period: {output}");
 }
 
 #[sqlx::test]

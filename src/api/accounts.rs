@@ -1,0 +1,87 @@
+//! Who a token is: the account endpoints clients call to find their account from a token alone
+//! (`/memberships`, `/accounts`), and `/user`, which an account's token cannot use.
+
+use actix_web::{web, HttpResponse};
+use serde::Serialize;
+use serde_json::json;
+
+use super::envelope::{ok, ok_list, ResultInfo};
+use super::views::timestamp;
+use crate::auth::{Authed, TokenOnly};
+use crate::error::{ApiError, ApiResult};
+use crate::ids::AccountId;
+use crate::state::AppState;
+use crate::store::{self, accounts::AccountRow};
+
+type Data = web::Data<AppState>;
+
+/// Cloudflare's Account object, with the settings every account here has.
+#[derive(Serialize)]
+struct AccountView {
+    id: AccountId,
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    settings: serde_json::Value,
+    created_on: String,
+}
+
+impl AccountView {
+    fn new(row: &AccountRow) -> Self {
+        Self {
+            id: row.id,
+            name: row.name.clone(),
+            kind: "standard",
+            settings: json!({
+                "enforce_twofactor": false,
+                "api_access_enabled": null,
+                "use_account_custom_ns_by_default": false,
+                "abuse_contact_email": null,
+            }),
+            created_on: timestamp(row.created_at),
+        }
+    }
+}
+
+async fn own_account(state: &AppState, account: AccountId) -> ApiResult<AccountRow> {
+    // The token was just verified, so its account exists unless it was deleted a moment ago.
+    store::accounts::get(&state.pool, account)
+        .await?
+        .ok_or_else(|| ApiError::Unauthorized("invalid or revoked API token".into()))
+}
+
+fn one_item() -> ResultInfo {
+    ResultInfo { page: 1, per_page: 20, count: 1, total_count: 1, total_pages: 1 }
+}
+
+/// `GET /accounts`: the token's one account.
+pub async fn list(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+    let account = own_account(&state, auth.account_id()).await?;
+    Ok(ok_list([AccountView::new(&account)], one_item()))
+}
+
+/// `GET /accounts/{account_id}`.
+pub async fn get(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+    Ok(ok(AccountView::new(&own_account(&state, auth.account_id()).await?)))
+}
+
+/// `GET /memberships`: the token's account as an accepted membership, the shape wrangler reads.
+pub async fn memberships(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+    let account = own_account(&state, auth.account_id()).await?;
+    let scopes: Vec<&str> = auth.principal.scopes.iter().map(|s| s.as_str()).collect();
+    let membership = json!({
+        "id": account.id,
+        "status": "accepted",
+        "api_access_enabled": null,
+        "account": AccountView::new(&account),
+        "roles": [],
+        "permissions": {"queues": {"read": scopes.contains(&"queues_read"), "write": scopes.contains(&"queues_write")}},
+    });
+    Ok(ok_list([membership], one_item()))
+}
+
+/// `GET /user`: tokens here belong to accounts, and Cloudflare answers those with 9109 (wrangler's
+/// `whoami` expects it and then lists the memberships).
+pub async fn user(_auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+    Err(ApiError::NotAUserToken)
+}
