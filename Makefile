@@ -47,6 +47,7 @@ $(VENV)/.ready: tests/sdk/requirements.txt
 test: venv
 	@scripts/test-deps.sh
 	bash tests/e2e/setup.sh
+	bash tests/clients/setup.sh
 	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --workspace --quiet -- --test-threads=6

@@ -6,6 +6,7 @@ mod process;
 
 mod auth;
 mod cf_schema;
+mod clients;
 mod consumers;
 mod counts;
 mod dashboard;
