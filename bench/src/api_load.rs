@@ -96,9 +96,9 @@ impl Api {
         Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
     }
 
-    /// W1k and W1d: `clients` connections publishing batches of `batch` messages that each carry a key
-    /// unique to the run (`nonce`), for `seconds`; then the very same batches again, every message a
-    /// duplicate. Returns the two (messages, seconds) measurements.
+    /// W1k: `clients` connections publishing batches of `batch` messages that each carry a key unique to
+    /// the run (`nonce`), for `seconds`. Returns the messages, the seconds and each client's batch count,
+    /// which `publish_keyed_again` sends once more (W1d).
     pub async fn publish_keyed(
         &self,
         queue: &str,
@@ -107,12 +107,13 @@ impl Api {
         body: &str,
         seconds: f64,
         nonce: u64,
-    ) -> anyhow::Result<((u64, f64), (u64, f64))> {
+    ) -> anyhow::Result<(u64, f64, Vec<u64>)> {
         let started = Instant::now();
         let until = started + Duration::from_secs_f64(seconds);
         let mut tasks = tokio::task::JoinSet::new();
         for client in 0..clients {
-            let keyed = Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
+            let keyed =
+                Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
             tasks.spawn(async move { keyed.send(Err(until)).await });
         }
         let mut sent = vec![0; clients];
@@ -120,16 +121,29 @@ impl Api {
             let (client, rounds) = task??;
             sent[client] = rounds;
         }
-        let first = (sent.iter().sum::<u64>() * batch as u64, started.elapsed().as_secs_f64());
+        Ok((sent.iter().sum::<u64>() * batch as u64, started.elapsed().as_secs_f64(), sent))
+    }
+
+    /// W1d: the batches `publish_keyed` sent (`sent`, per client), again; every message a duplicate.
+    pub async fn publish_keyed_again(
+        &self,
+        queue: &str,
+        batch: usize,
+        body: &str,
+        nonce: u64,
+        sent: &[u64],
+    ) -> anyhow::Result<(u64, f64)> {
         let started = Instant::now();
-        for (client, rounds) in sent.into_iter().enumerate() {
-            let keyed = Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
+        let mut tasks = tokio::task::JoinSet::new();
+        for (client, rounds) in sent.iter().copied().enumerate() {
+            let keyed =
+                Keyed { api: self.clone(), queue: queue.to_owned(), batch, body: body.to_owned(), nonce, client };
             tasks.spawn(async move { keyed.send(Ok(rounds)).await });
         }
         while let Some(task) = tasks.join_next().await {
             task??;
         }
-        Ok((first, (first.0, started.elapsed().as_secs_f64())))
+        Ok((sent.iter().sum::<u64>() * batch as u64, started.elapsed().as_secs_f64()))
     }
 
     /// Fills the queue with `count` messages of `body`, in batches of 100 over four connections.
@@ -282,12 +296,22 @@ struct Keyed {
 }
 
 impl Keyed {
+    /// Written by hand around the body's JSON text, encoded once: building each batch through JSON
+    /// values cost the client five times W1's CPU per message, on the machine the server shares.
     fn request(&self, round: u64) -> Request {
         let (nonce, client) = (self.nonce, self.client);
-        let messages: Vec<_> = (0..self.batch)
-            .map(|i| json!({"body": self.body, "content_type": "text", "idempotency_key": format!("{nonce}-{client}-{round}-{i}")}))
-            .collect();
-        self.api.request(&self.queue, "/batch", json!({ "messages": messages }).to_string().as_bytes())
+        let body = serde_json::to_string(&self.body).expect("a string encodes");
+        let mut text = String::with_capacity(self.batch * (body.len() + 80) + 16);
+        text.push_str(r#"{"messages":["#);
+        for i in 0..self.batch {
+            if i > 0 {
+                text.push(',');
+            }
+            let key = format!("{nonce}-{client}-{round}-{i}");
+            text.push_str(&format!(r#"{{"body":{body},"content_type":"text","idempotency_key":"{key}"}}"#));
+        }
+        text.push_str("]}");
+        self.api.request(&self.queue, "/batch", text.as_bytes())
     }
 
     /// Sends batches until the deadline (`Err`), every message new; or the first `rounds` batches

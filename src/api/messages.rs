@@ -350,9 +350,13 @@ pub async fn ack(
     };
 
     let mut acked: Vec<MessageId> = Vec::new();
+    let mut ack_leases: Vec<(MessageId, &str)> = Vec::new();
     for a in &request.acks {
         match state.signer.open_lease(queue, &a.lease_id) {
-            Some(lease) => acked.push(lease.message_id),
+            Some(lease) => {
+                acked.push(lease.message_id);
+                ack_leases.push((lease.message_id, &a.lease_id));
+            }
             None => unknown(&a.lease_id),
         }
     }
@@ -382,10 +386,21 @@ pub async fn ack(
         }
     }
 
+    let mut ack_count = 0;
     if !acked.is_empty() {
         let done =
             store::messages::ack(&state.pool, account, queue, &acked).await?.ok_or_else(ApiError::queue_not_found)?;
         let gone = done.deleted;
+        ack_count = gone.ids.len();
+        let deleted: HashSet<MessageId> = gone.ids.iter().copied().collect();
+        for (id, lease_id) in &ack_leases {
+            if !deleted.contains(id) {
+                warnings.insert(
+                    lease_id.to_string(),
+                    "the message is already gone (acked, dead-lettered or expired); nothing changed".into(),
+                );
+            }
+        }
         state.backlog.removed(queue, gone.ids.len(), gone.bytes);
         let kind = done.consumer_kind.and_then(|kind| ConsumerKind::parse(&kind).ok());
         state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
@@ -414,7 +429,7 @@ pub async fn ack(
             }
         }
     }
-    Ok(ok(json!({ "ackCount": acked.len(), "retryCount": retry_count, "warnings": warnings })))
+    Ok(ok(json!({ "ackCount": ack_count, "retryCount": retry_count, "warnings": warnings })))
 }
 
 #[derive(Deserialize)]

@@ -168,6 +168,7 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bo
         return Ok(false);
     }
     super::messages::delete_all(&mut *tx, id).await?;
+    sqlx::query("delete from idempotency_keys where queue_id = $1").bind(id).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(true)
 }

@@ -20,6 +20,19 @@ async fn acked_messages_are_gone_for_good(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn an_ack_of_a_message_already_gone_is_not_counted_and_gets_a_warning(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a", "b"]).await;
+    let got = app.pull(&q, json!({})).await;
+    assert_eq!(app.ack(&q, &[lease(&got[0])], json!([])).await["ackCount"], 1);
+    let again = app.ack(&q, &[lease(&got[0]), lease(&got[1])], json!([])).await;
+    assert_eq!(again["ackCount"], 1, "only the second message was still there: {again}");
+    let warning = again["warnings"][lease(&got[0])].as_str().unwrap_or_default();
+    assert!(warning.contains("already gone"), "{again}");
+}
+
+#[sqlx::test]
 async fn a_retry_returns_the_message_after_its_delay_with_one_more_attempt(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     let q = app.pull_queue("orders", json!({})).await;
@@ -80,8 +93,10 @@ async fn acks_are_permissive_even_with_an_expired_lease(pool: PgPool) {
     assert_eq!(answer["ackCount"], 1);
     assert_eq!(answer["warnings"], json!({}));
     assert_eq!(app.backlog(&q).await, 0, "the old lease still acks the message");
-    // Acking again (a lost answer, retried) is harmless.
-    assert_eq!(app.ack(&q, &[lease(&second[0])], json!([])).await["ackCount"], 1);
+    // Acking again (a lost answer, retried) is harmless: a 2xx that counts nothing and says why.
+    let again = app.ack(&q, &[lease(&second[0])], json!([])).await;
+    assert_eq!(again["ackCount"], 0, "{again}");
+    assert!(again["warnings"][lease(&second[0])].as_str().unwrap_or_default().contains("already gone"), "{again}");
 }
 
 #[sqlx::test]
