@@ -9,6 +9,7 @@ mod consumers;
 mod counts;
 mod dashboard;
 mod durability;
+mod first_run;
 mod messages_ack;
 mod messages_publish;
 mod messages_pull;
