@@ -155,5 +155,24 @@ pub async fn run(pool: PgPool, activity: Arc<Activity>, every: Duration, stop: C
         if let Err(err) = crate::activity::prune(&pool).await {
             tracing::warn!(error = %err, "pruning queue activity failed; will retry");
         }
+        if let Err(err) = forget_expired_keys(&pool).await {
+            tracing::warn!(error = %err, "forgetting expired idempotency keys failed; will retry");
+        }
+    }
+}
+
+/// Keys removed per statement: small enough that a removal never holds up publishes for long.
+const KEY_SWEEP_BATCH: i64 = 5_000;
+
+/// Removes every idempotency key past its window, a bounded batch per statement. Expired keys already
+/// no longer count (a publish replaces one), so this only keeps the table small.
+pub async fn forget_expired_keys(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let mut total = 0;
+    loop {
+        let deleted = store::messages::forget_expired_keys(pool, KEY_SWEEP_BATCH).await?;
+        total += deleted;
+        if deleted < KEY_SWEEP_BATCH as u64 {
+            return Ok(total);
+        }
     }
 }

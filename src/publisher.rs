@@ -43,7 +43,7 @@ struct Job {
     account: AccountId,
     queue: QueueId,
     messages: Vec<NewMessage>,
-    done: oneshot::Sender<Result<bool, Arc<sqlx::Error>>>,
+    done: oneshot::Sender<Result<Option<usize>, Arc<sqlx::Error>>>,
 }
 
 #[derive(Clone)]
@@ -69,13 +69,14 @@ impl Publisher {
         Publisher { jobs }
     }
 
-    /// Stores the messages durably. Ok(false): the account has no such queue.
+    /// Stores the messages durably and answers how many were duplicates of keys the queue already
+    /// held (not stored). Ok(None): the account has no such queue.
     pub async fn publish(
         &self,
         account: AccountId,
         queue: QueueId,
         messages: Vec<NewMessage>,
-    ) -> Result<bool, PublishError> {
+    ) -> Result<Option<usize>, PublishError> {
         let (done, answer) = oneshot::channel();
         self.jobs.send(Job { account, queue, messages, done }).await.map_err(|_| PublishError::Stopped)?;
         Ok(answer.await.map_err(|_| PublishError::Stopped)??)
@@ -167,7 +168,7 @@ impl Connections {
 
     /// Runs the publishes on a connection; one that failed other than with an error from the database
     /// may be broken, and is dropped.
-    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<Vec<messages::Stored>, sqlx::Error> {
+    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<messages::Published, sqlx::Error> {
         let mut conn = self.take().await?;
         let outcome = messages::publish(&mut conn, publishes).await;
         if matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_))) {
@@ -183,12 +184,16 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
         batch.jobs.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
     let outcome = connections.publish(&publishes).await.map_err(Arc::new);
     drop(publishes);
-    if let Ok(stored) = &outcome {
-        wakes.add(stored.iter().filter(|s| s.pushed).map(|s| s.queue));
+    if let Ok(published) = &outcome {
+        wakes.add(published.stored.iter().filter(|s| s.pushed).map(|s| s.queue));
     }
-    for job in batch.jobs {
+    for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {
-            Ok(stored) => Ok(stored.iter().any(|s| s.queue == job.queue)),
+            Ok(published) => Ok(published
+                .stored
+                .iter()
+                .any(|s| s.queue == job.queue)
+                .then(|| published.duplicates.get(index).copied().unwrap_or(0))),
             Err(err) => Err(err.clone()),
         };
         let _ = job.done.send(answer);

@@ -54,6 +54,8 @@ pub struct PublishMessage<'a> {
     #[serde(borrow)]
     content_type: Option<Cow<'a, str>>,
     delay_seconds: Option<i64>,
+    #[serde(borrow)]
+    idempotency_key: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +83,7 @@ async fn store_batch(
                 body: m.body,
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
+                idempotency_key: m.idempotency_key.as_deref(),
             };
             message::prepare(input, batch_delay, request)
         })
@@ -99,11 +102,13 @@ async fn store_batch(
             10,
         ));
     }
-    if !state.publisher.publish(account, queue, prepared).await? {
-        return Err(ApiError::queue_not_found());
+    let keyed = prepared.iter().any(|m| m.idempotency_key.is_some());
+    let duplicates = state.publisher.publish(account, queue, prepared).await?.ok_or_else(ApiError::queue_not_found)?;
+    state.activity.published(queue, count - duplicates);
+    // Which messages were duplicates is not known here; the cached backlog refreshes by itself.
+    if duplicates == 0 {
+        state.backlog.added(queue, count, bytes, chrono::Utc::now());
     }
-    state.activity.published(queue, count);
-    state.backlog.added(queue, count, bytes, chrono::Utc::now());
     // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
     let metrics = match state.backlog.get(&state.pool, queue).await {
         Ok(backlog) => json!(BacklogMetrics::from(&backlog)),
@@ -112,6 +117,10 @@ async fn store_batch(
             json!({})
         }
     };
+    // `duplicates` is skiplock's extension: shown only to publishers that use keys.
+    if keyed {
+        return Ok(ok(json!({ "metadata": { "metrics": metrics, "duplicates": duplicates } })));
+    }
     Ok(ok(json!({ "metadata": { "metrics": metrics } })))
 }
 

@@ -69,6 +69,29 @@ pub struct NewMessage {
     pub content_type: ContentType,
     pub body: Bytes,
     pub delay_seconds: Option<i64>,
+    pub idempotency_key: Option<IdempotencyKey>,
+}
+
+/// A publisher's key for one message: a resend with the same key within the queue's
+/// `idempotency_window` stores nothing. 1-128 characters of printable ASCII without space.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(String);
+
+pub const MAX_KEY_CHARS: usize = 128;
+
+impl IdempotencyKey {
+    pub fn parse(field: impl fmt::Display, raw: &str) -> Result<Self, Invalid> {
+        if raw.is_empty() || raw.len() > MAX_KEY_CHARS || !raw.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+            return Err(invalid(format!(
+                "{field} must be 1-{MAX_KEY_CHARS} characters, each printable ASCII without space (0x21-0x7E), got {raw:?}"
+            )));
+        }
+        Ok(Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// Where a published message is in the request, to name it in error messages: `message`, or
@@ -96,6 +119,7 @@ pub struct PublishInput<'a> {
     pub body: Option<&'a RawValue>,
     pub content_type: Option<&'a str>,
     pub delay_seconds: Option<i64>,
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// Turns a published message into stored bytes, applying the size limit and delay precedence:
@@ -137,7 +161,9 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, request: &Byte
         Some(d) => Some(check_delay(format_args!("{field}.delay_seconds"), d)?),
         None => batch_delay,
     };
-    Ok(NewMessage { content_type, body: bytes, delay_seconds })
+    let idempotency_key =
+        input.idempotency_key.map(|k| IdempotencyKey::parse(format_args!("{field}.idempotency_key"), k)).transpose()?;
+    Ok(NewMessage { content_type, body: bytes, delay_seconds, idempotency_key })
 }
 
 /// `part` as a slice of `request` when it lies within it, else a copy.
@@ -216,7 +242,13 @@ mod tests {
     }
 
     fn input<'a>(body: &'a RawValue, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
-        PublishInput { field: Field::Message, body: Some(body), content_type: ct, delay_seconds: delay }
+        PublishInput {
+            field: Field::Message,
+            body: Some(body),
+            content_type: ct,
+            delay_seconds: delay,
+            idempotency_key: None,
+        }
     }
 
     #[test]
@@ -265,6 +297,17 @@ mod tests {
     }
 
     #[test]
+    fn idempotency_keys_are_printable_ascii_without_space() {
+        for good in ["a", "order-42", "~!#", &"k".repeat(MAX_KEY_CHARS)] {
+            assert!(IdempotencyKey::parse("k", good).is_ok(), "{good:?}");
+        }
+        for bad in ["", "with space", "tab\t", "é", &"k".repeat(MAX_KEY_CHARS + 1)] {
+            let err = IdempotencyKey::parse("messages[2].idempotency_key", bad).unwrap_err();
+            assert!(err.message.starts_with("messages[2].idempotency_key"), "{bad:?}: {}", err.message);
+        }
+    }
+
+    #[test]
     fn oversized_messages_are_refused() {
         let big = raw(Value::String("x".repeat(MAX_MESSAGE_BYTES + 1)));
         let err = prepare(input(&big, Some("text"), None), None).unwrap_err();
@@ -278,7 +321,13 @@ mod tests {
         assert_eq!(view(ContentType::Bytes, &[0, 1, 2]), r#""AAEC""#);
         assert_eq!(view(ContentType::Json, br#"{"a":1}"#), r#""eyJhIjoxfQ==""#);
         let err = prepare(
-            PublishInput { field: Field::Batch(3), body: None, content_type: Some("text"), delay_seconds: None },
+            PublishInput {
+                field: Field::Batch(3),
+                body: None,
+                content_type: Some("text"),
+                delay_seconds: None,
+                idempotency_key: None,
+            },
             None,
         );
         assert!(err.unwrap_err().message.starts_with("messages[3].body"));

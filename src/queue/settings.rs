@@ -8,6 +8,8 @@ pub const MAX_DELAY_SECONDS: i64 = 43_200;
 pub const DEFAULT_RETENTION_SECONDS: i64 = 345_600;
 pub const MIN_RETENTION_SECONDS: i64 = 60;
 pub const MAX_RETENTION_SECONDS: i64 = 1_209_600;
+pub const DEFAULT_IDEMPOTENCY_WINDOW_SECONDS: i64 = 300;
+pub const MAX_IDEMPOTENCY_WINDOW_SECONDS: i64 = 604_800;
 
 /// A queue name: 1-63 characters of `a-z0-9-`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +38,7 @@ pub struct QueueSettingsInput {
     pub delivery_delay: Option<i64>,
     pub delivery_paused: Option<bool>,
     pub message_retention_period: Option<i64>,
+    pub idempotency_window: Option<i64>,
 }
 
 /// Where Cloudflare keeps a queue's data. Set at creation and shown as given; a self-hosted
@@ -71,11 +74,18 @@ pub struct QueueSettings {
     pub delivery_delay: i64,
     pub delivery_paused: bool,
     pub message_retention_period: i64,
+    /// skiplock's extension: how long the queue remembers publishers' idempotency keys (0: not at all).
+    pub idempotency_window: i64,
 }
 
 impl Default for QueueSettings {
     fn default() -> Self {
-        Self { delivery_delay: 0, delivery_paused: false, message_retention_period: DEFAULT_RETENTION_SECONDS }
+        Self {
+            delivery_delay: 0,
+            delivery_paused: false,
+            message_retention_period: DEFAULT_RETENTION_SECONDS,
+            idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW_SECONDS,
+        }
     }
 }
 
@@ -97,10 +107,15 @@ impl QueueSettings {
             )?,
             None => self.message_retention_period,
         };
+        let idempotency_window = match input.idempotency_window {
+            Some(w) => in_range("settings.idempotency_window", w, 0, MAX_IDEMPOTENCY_WINDOW_SECONDS, " seconds")?,
+            None => self.idempotency_window,
+        };
         Ok(Self {
             delivery_delay,
             delivery_paused: input.delivery_paused.unwrap_or(self.delivery_paused),
             message_retention_period,
+            idempotency_window,
         })
     }
 }

@@ -56,10 +56,18 @@ macro_rules! dead_letter_ctes {
 
 /// A queue that took its messages, and whether a webhook consumer delivers from it (only those
 /// queues' dispatchers need waking).
-#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy)]
 pub struct Stored {
     pub queue: QueueId,
     pub pushed: bool,
+}
+
+/// What one statement of publishes did: the queues that took their messages, and for each publish (in
+/// the order given) how many of its messages were not stored because their idempotency key was seen.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub stored: Vec<Stored>,
+    pub duplicates: Vec<usize>,
 }
 
 /// A publish of one or more messages to one queue, as the group-commit writer collects them.
@@ -69,24 +77,89 @@ pub struct Publish<'a> {
     pub messages: &'a [NewMessage],
 }
 
+#[derive(sqlx::FromRow)]
+struct PublishRow {
+    queue: Option<QueueId>,
+    pushed: bool,
+    duplicate: Option<MessageId>,
+}
+
+/// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
+/// no 1 KiB body is copied into an intermediate result on the way.
+const PUBLISH: &str = "with live as (
+         select q.id, q.delivery_delay from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
+         where m.queue_id in (select id from live)),
+     inserted as (
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+         join live l on l.id = m.queue_id)
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            null::uuid as duplicate
+     from live l";
+
+/// Publishes where some messages carry keys: each key (`$9`; `$10` marks its first use in the statement)
+/// is inserted with its message, and a key the queue holds unexpired stores nothing. Concurrent
+/// statements with one key serialize on its primary key, so exactly one of them stores the message.
+const PUBLISH_KEYED: &str = "with live as (
+         select q.id, q.delivery_delay, q.idempotency_window from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     keys as (
+         insert into idempotency_keys as k (queue_id, key, message_id, expires_at)
+         select m.queue_id, m.key, m.id, now() + make_interval(secs => l.idempotency_window)
+         from unnest($3::uuid[], $4::uuid[], $9::text[], $10::bool[]) as m(id, queue_id, key, first)
+         join live l on l.id = m.queue_id
+         where m.key is not null and m.first and l.idempotency_window > 0
+         on conflict (queue_id, key) do update set message_id = excluded.message_id, expires_at = excluded.expires_at
+             where k.expires_at <= now()
+         returning k.message_id),
+     kept as (
+         select m.id from unnest($3::uuid[], $4::uuid[], $9::text[]) as m(id, queue_id, key)
+         join live l on l.id = m.queue_id
+         where m.key is null or l.idempotency_window = 0 or m.id in (select message_id from keys)),
+     bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
+         where m.id in (select id from kept)),
+     inserted as (
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+         join live l on l.id = m.queue_id
+         where m.id in (select id from kept))
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            null::uuid as duplicate
+     from live l
+     union all
+     select null, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
+     where m.queue_id in (select id from live) and m.id not in (select id from kept)";
+
 /// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
 /// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
 /// deleted meanwhile, or never was) stores nothing; the queues that did take their messages are returned.
-/// Each queue's row is share-locked, so a queue deletion cannot miss messages committed alongside it; a
-/// queue being deleted right now is skipped (its publishes are answered as for a deleted queue) rather
-/// than waited for, since every publish on the node shares this statement.
 /// The commit (synchronous) is what makes a 2xx durable. Dispatchers are woken by `wake` afterwards,
 /// not here: PostgreSQL holds a lock from a notifying transaction's commit until its WAL is flushed, so
 /// a NOTIFY inside would make concurrent publishes commit one after another.
-pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Vec<Stored>, sqlx::Error> {
+pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Published, sqlx::Error> {
     let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
     targets.sort_by_key(|(q, a)| (q.0, a.0));
     targets.dedup();
     let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
     let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
+    let keyed = publishes.iter().any(|p| p.messages.iter().any(|m| m.idempotency_key.is_some()));
     let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut keys, mut firsts) = (Vec::new(), Vec::new());
+    let mut seen = std::collections::HashSet::new();
     for p in publishes {
         for m in p.messages {
             ids.push(MessageId::new());
@@ -95,37 +168,56 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
             bodies.push(m.body.as_ref());
             delays.push(m.delay_seconds);
             sizes.push(m.body.len() as i32);
+            if keyed {
+                let key = m.idempotency_key.as_ref().map(|k| k.as_str());
+                keys.push(key);
+                // A key used twice in one statement is inserted once: the first message keeps it.
+                firsts.push(key.is_none_or(|k| seen.insert((p.queue, k))));
+            }
         }
     }
-    // Each insert reads the arrays itself, joined to the few queues: no 1 KiB body is copied into an
-    // intermediate result on the way (which cost a third of the statement's time).
-    sqlx::query_as(
-        "with live as (
-             select q.id, q.delivery_delay from queues q
-             where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
-         bodies as (
-             insert into message_bodies (id, content_type, body)
-             select m.id, m.content_type, m.body
-             from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
-             where m.queue_id in (select id from live)),
-         inserted as (
-             insert into messages (id, queue_id, available_at, size, published_at)
-             select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
-             from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-             join live l on l.id = m.queue_id)
-         select l.id as queue, exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed
-         from live l",
+    let query = sqlx::query_as::<_, PublishRow>(if keyed { PUBLISH_KEYED } else { PUBLISH })
+        .bind(&target_queues)
+        .bind(&target_accounts)
+        .bind(&ids)
+        .bind(&queues)
+        .bind(&types)
+        .bind(&bodies)
+        .bind(&delays)
+        .bind(&sizes);
+    let query = if keyed { query.bind(&keys).bind(&firsts) } else { query };
+    let rows = query.fetch_all(db).await?;
+    let mut published = Published::default();
+    let mut duplicate_ids = std::collections::HashSet::new();
+    for row in rows {
+        match (row.queue, row.duplicate) {
+            (Some(queue), _) => published.stored.push(Stored { queue, pushed: row.pushed }),
+            (None, Some(id)) => {
+                duplicate_ids.insert(id);
+            }
+            (None, None) => {}
+        }
+    }
+    let mut next = ids.iter();
+    published.duplicates = publishes
+        .iter()
+        .map(|p| next.by_ref().take(p.messages.len()).filter(|id| duplicate_ids.contains(id)).count())
+        .collect();
+    Ok(published)
+}
+
+/// Forgets up to `limit` keys past their window; returns how many. Bounded so that it never holds
+/// many row locks at once, and SKIP LOCKED so that it never waits on a publish.
+pub async fn forget_expired_keys(db: impl PgExecutor<'_>, limit: i64) -> Result<u64, sqlx::Error> {
+    let deleted = sqlx::query(
+        "delete from idempotency_keys where (queue_id, key) in (
+             select queue_id, key from idempotency_keys where expires_at <= now()
+             limit $1 for update skip locked)",
     )
-    .bind(&target_queues)
-    .bind(&target_accounts)
-    .bind(&ids)
-    .bind(&queues)
-    .bind(&types)
-    .bind(&bodies)
-    .bind(&delays)
-    .bind(&sizes)
-    .fetch_all(db)
-    .await
+    .bind(limit)
+    .execute(db)
+    .await?;
+    Ok(deleted.rows_affected())
 }
 
 /// The outcome of one claim: the leased messages, and how many exhausted ones were dead-lettered or

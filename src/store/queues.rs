@@ -8,7 +8,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings};
 
 const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
-                       created_at, modified_at, purge_started_at, purge_completed, jurisdiction";
+                       created_at, modified_at, purge_started_at, purge_completed, jurisdiction, idempotency_window";
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueRow {
@@ -23,6 +23,7 @@ pub struct QueueRow {
     pub purge_started_at: Option<DateTime<Utc>>,
     pub purge_completed: bool,
     pub jurisdiction: Option<String>,
+    pub idempotency_window: i32,
 }
 
 impl QueueRow {
@@ -31,6 +32,7 @@ impl QueueRow {
             delivery_delay: self.delivery_delay.into(),
             delivery_paused: self.delivery_paused,
             message_retention_period: self.message_retention_period.into(),
+            idempotency_window: self.idempotency_window.into(),
         }
     }
 }
@@ -58,8 +60,8 @@ pub async fn create(
 ) -> Result<QueueRow, StoreError> {
     sqlx::query_as(&format!(
         "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
-                             jurisdiction)
-         values ($1, $2, $3, $4, $5, $6, $7) returning {COLUMNS}"
+                             jurisdiction, idempotency_window)
+         values ($1, $2, $3, $4, $5, $6, $7, $8) returning {COLUMNS}"
     ))
     .bind(QueueId::new())
     .bind(account)
@@ -68,6 +70,7 @@ pub async fn create(
     .bind(settings.delivery_paused)
     .bind(settings.message_retention_period as i32)
     .bind(jurisdiction.map(Jurisdiction::as_str))
+    .bind(settings.idempotency_window as i32)
     .fetch_one(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -138,7 +141,7 @@ pub async fn update(
 ) -> Result<Option<QueueRow>, StoreError> {
     sqlx::query_as(&format!(
         "update queues set name = $3, delivery_delay = $4, delivery_paused = $5,
-                message_retention_period = $6, modified_at = now()
+                message_retention_period = $6, idempotency_window = $7, modified_at = now()
          where account_id = $1 and id = $2 returning {COLUMNS}"
     ))
     .bind(account)
@@ -147,6 +150,7 @@ pub async fn update(
     .bind(settings.delivery_delay as i32)
     .bind(settings.delivery_paused)
     .bind(settings.message_retention_period as i32)
+    .bind(settings.idempotency_window as i32)
     .fetch_optional(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -168,7 +172,8 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bo
     Ok(true)
 }
 
-/// Deletes every message of the queue and records the purge; None if there is no such queue.
+/// Deletes every message of the queue, forgets its idempotency keys (a purge starts the queue afresh)
+/// and records the purge; None if there is no such queue.
 pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let row: Option<QueueRow> = sqlx::query_as(&format!(
@@ -181,6 +186,7 @@ pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Opt
     .await?;
     if row.is_some() {
         super::messages::delete_all(&mut *tx, id).await?;
+        sqlx::query("delete from idempotency_keys where queue_id = $1").bind(id).execute(&mut *tx).await?;
         tx.commit().await?;
     }
     Ok(row)

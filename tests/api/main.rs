@@ -5,11 +5,13 @@ mod limits;
 mod process;
 
 mod auth;
+mod cf_schema;
 mod consumers;
 mod counts;
 mod dashboard;
 mod durability;
 mod first_run;
+mod idempotency;
 mod messages_ack;
 mod messages_publish;
 mod messages_pull;

@@ -12,7 +12,7 @@ async fn a_created_queue_has_cloudflare_defaults(pool: PgPool) {
     assert_eq!(queue["queue_id"].as_str().unwrap().len(), 32);
     assert_eq!(
         queue["settings"],
-        json!({"delivery_delay": 0, "delivery_paused": false, "message_retention_period": 345600})
+        json!({"delivery_delay": 0, "delivery_paused": false, "message_retention_period": 345600, "idempotency_window": 300})
     );
     assert_eq!(queue["consumers"], json!([]));
     assert_eq!(queue["producers_total_count"], 0);
@@ -44,6 +44,8 @@ async fn bad_queue_names_and_settings_are_400s_naming_the_field(pool: PgPool) {
         (json!({"queue_name": "q", "settings": {"message_retention_period": 59}}), "message_retention_period"),
         (json!({"queue_name": "q", "settings": {"message_retention_period": 1209601}}), "message_retention_period"),
         (json!({"queue_name": "q", "settings": {"delivery_paused": "yes"}}), "delivery_paused"),
+        (json!({"queue_name": "q", "settings": {"idempotency_window": -1}}), "idempotency_window"),
+        (json!({"queue_name": "q", "settings": {"idempotency_window": 604801}}), "idempotency_window"),
         (json!({"queue_name": "q", "settings": {"colour": "red"}}), "colour"),
     ] {
         let resp = app.post("queues", body.clone()).await;
@@ -103,7 +105,7 @@ async fn put_replaces_settings_and_patch_changes_only_what_it_names(pool: PgPool
         .await;
     assert_eq!(
         resp.expect_ok()["settings"],
-        json!({"delivery_delay": 0, "delivery_paused": false, "message_retention_period": 600}),
+        json!({"delivery_delay": 0, "delivery_paused": false, "message_retention_period": 600, "idempotency_window": 300}),
         "PUT returns omitted settings to their defaults"
     );
     let resp = app.put(&format!("queues/{q}"), json!({"queue_name": "renamed"})).await;

@@ -350,11 +350,13 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await page.getByRole('button', { name: 'Resume delivery' }).click();
       await waitForText(page.getByText('Delivering', { exact: true }), 'Delivering');
       await page.getByLabel('Delivery delay (seconds)').fill('5');
+      await page.getByLabel('Idempotency window (seconds)').fill('600');
       await page.getByRole('button', { name: 'Save settings' }).click();
       await waitForText(page.locator('.toast-text').filter({ hasText: 'Settings saved' }), 'Settings saved.');
       const { json } = await api('GET', `/accounts/${ACCOUNT}/queues/${queueUrl.split('/').pop()}`);
       assert.equal(json.result.settings.delivery_delay, 5);
       assert.equal(json.result.settings.delivery_paused, false);
+      assert.equal(json.result.settings.idempotency_window, 600);
       // Out of range: the server's rule, shown in the page.
       await page.getByLabel('Message retention (seconds)').fill('10');
       await page.getByRole('button', { name: 'Save settings' }).click();

@@ -631,6 +631,7 @@ export function renderQueue(root, ctx, queueId) {
     const s = queue.settings;
     const delay = numberInput({ min: '0', max: '43200', value: s.delivery_delay });
     const retention = numberInput({ min: '60', max: '1209600', value: s.message_retention_period });
+    const window_ = numberInput({ min: '0', max: '604800', value: s.idempotency_window ?? 300 });
     const delayHint = h('span');
     const retentionHint = h('span');
     const showHints = () => {
@@ -647,7 +648,10 @@ export function renderQueue(root, ctx, queueId) {
     const form = h('form', { class: 'stack', novalidate: true, 'aria-labelledby': 'settings-title' },
       h('div', { class: 'form-grid' },
         field('Delivery delay (seconds)', delay, { hint: delayHint }),
-        field('Message retention (seconds)', retention, { hint: retentionHint })),
+        field('Message retention (seconds)', retention, { hint: retentionHint }),
+        field('Idempotency window (seconds)', window_, {
+          hint: h('span', null, '0 to 7 days · a publish whose idempotency_key the queue saw this recently stores nothing; 0 turns it off'),
+        })),
       h('p', { class: 'muted small' }, 'Delivery is ', h('strong', null, s.delivery_paused ? 'paused' : 'running'),
         '; use the button at the top of the page to ', s.delivery_paused ? 'resume' : 'pause', ' it.'),
       h('div', { class: 'form-actions' }, save),
@@ -659,6 +663,7 @@ export function renderQueue(root, ctx, queueId) {
         const next = {
           delivery_delay: readNumber(delay, 'Delivery delay', 0, 43200, { optional: false }),
           message_retention_period: readNumber(retention, 'Message retention', 60, 1209600, { optional: false }),
+          idempotency_window: readNumber(window_, 'Idempotency window', 0, 604800, { optional: false }),
         };
         queue = await busy(save, 'Saving…', () => api.updateQueue(queueId, next));
         if (ctx.signal.aborted) return;
