@@ -1,5 +1,6 @@
 # skiplock: `make run` serves on 127.0.0.1:8787, `make test` runs every test.
-# Without DATABASE_URL both start a private PostgreSQL cluster under .data/ (scripts/pg.sh).
+# Without DATABASE_URL both start a private PostgreSQL cluster under .data/ (scripts/pg.sh; as root, in a
+# folder of its own under /var/lib/skiplock-pg that .data/pg points to).
 
 SHELL := /bin/bash
 .ONESHELL:
@@ -93,5 +94,5 @@ db-down:
 	@scripts/pg.sh stop
 
 clean:
-	@scripts/pg.sh stop
+	@scripts/pg.sh destroy
 	rm -rf .data $(VENV) target

@@ -175,7 +175,8 @@ function route() {
     cleanup = renderSignIn(main, { ...ctx, message: signInMessage, onSignedIn: signIn });
   } else {
     topbar.hidden = false;
-    accountLabel.textContent = `Account ${session.accountId.slice(0, 8)}…`;
+    const shortId = `${session.accountId.slice(0, 8)}…`;
+    accountLabel.textContent = session.accountName ? `${session.accountName} · ${shortId}` : `Account ${shortId}`;
     accountLabel.title = `Account ID ${session.accountId}`;
     const hash = location.hash || '#/queues';
     let m;

@@ -1,6 +1,7 @@
 // End-to-end test of the skiplock dashboard (web/) in headless Chromium, through playwright-core.
 //
-// It needs a running skiplock server and a token with every scope in that server's account:
+// It needs a running skiplock server and a token with every scope in that server's account. The page
+// signs in with the token alone; the account id is for the test's own API calls and cross-checks:
 //
 //   bash tests/e2e/setup.sh          # once: Chromium (Debian package, as root) + npm ci
 //   SKIPLOCK_URL=http://127.0.0.1:8787 \
@@ -138,12 +139,38 @@ async function shot(page, name, options = {}) {
   await page.screenshot({ path: path.join(ARTIFACTS, name), ...options });
 }
 
-async function signIn(page, token = TOKEN, account = ACCOUNT) {
+/** Signs in with a token alone, as a user does. */
+async function signIn(page, token = TOKEN) {
   await page.goto(`${BASE}/`);
   await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
-  await page.getByLabel('Account ID').fill(account);
   await page.getByLabel('API token').fill(token);
   await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** Types an account id in the optional field (opened if collapsed) and signs in again. */
+async function signInWithAccount(page, account, token = TOKEN) {
+  const field = page.getByLabel('Account ID');
+  if (!(await field.isVisible())) await page.getByText('Account ID (optional)').click();
+  await field.fill(account);
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+/** The account's name, from the API: the top bar must show it with the account id. */
+async function accountName() {
+  const { status, json } = await api('GET', '/accounts');
+  assert.equal(status, 200, JSON.stringify(json));
+  assert.deepEqual(json.result.map((a) => a.id), [ACCOUNT], 'the token lists its one account');
+  return json.result[0].name;
+}
+
+/** Fails unless the top bar shows this account (name and short id; the full id on hover). */
+async function assertAccountShown(page) {
+  const label = page.locator('#account-id');
+  await waitForText(label, `${await accountName()} · ${ACCOUNT.slice(0, 8)}…`);
+  assert.equal(await label.getAttribute('title'), `Account ID ${ACCOUNT}`);
+  const stored = await page.evaluate(() => JSON.parse(sessionStorage.getItem('skiplock.session')).accountId);
+  assert.equal(stored, ACCOUNT, 'the session uses the token\'s account');
 }
 
 async function confirm(page, button) {
@@ -157,10 +184,14 @@ const tile = (page, label) => page.getByRole('group', { name: label }).locator('
 
 // ---- tests --------------------------------------------------------------------------------------
 
-test('a wrong token shows a clear message and nothing else', async () => {
+test('a wrong token shows a clear message and nothing else; an account id typed is checked', async () => {
   const { context, page, log } = await openPage();
   try {
     const wrong = `skl_${'0'.repeat(32)}_thisIsNotARealTokenSecretValue0000000000`;
+    await page.goto(`${BASE}/`);
+    await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+    // The token is all a user needs: the account id is an option, folded away.
+    assert.equal(await page.getByLabel('Account ID').isVisible(), false, 'the account id field starts folded');
     await signIn(page, wrong);
     const alert = page.getByRole('alert');
     await waitForText(alert, /This API token is not valid: invalid or revoked API token/);
@@ -174,19 +205,21 @@ test('a wrong token shows a clear message and nothing else', async () => {
     assertNotLeaked(log, wrong);
     assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 401/]);
 
-    // A valid token with an account id it does not belong to: told, and still signed out.
-    await page.getByLabel('Account ID').fill('0123456789abcdef0123456789abcdef');
-    await page.getByLabel('API token').fill(TOKEN);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    // An operator's account id that the valid token does not belong to: told, and still signed out.
+    await signInWithAccount(page, '0123456789abcdef0123456789abcdef');
     await waitForText(page.getByRole('alert'), /does not belong to that account/);
     assert.equal(await page.getByRole('navigation', { name: 'Main' }).isVisible(), false);
     assert.equal(await page.evaluate(() => sessionStorage.length), 0);
 
     // A malformed account id is caught before anything is sent.
-    await page.getByLabel('Account ID').fill('not-an-account');
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    await signInWithAccount(page, 'not-an-account');
     await waitForText(page.getByRole('alert'), /32 hexadecimal characters/);
-    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of (401|404)/]);
+
+    // The token's own account id, typed: signed in to that account.
+    await signInWithAccount(page, ACCOUNT.toUpperCase());
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await assertAccountShown(page);
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 401/]);
   } finally {
     await context.close();
   }
@@ -213,6 +246,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await signIn(page);
       await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
       await page.getByRole('navigation', { name: 'Main' }).waitFor();
+      await assertAccountShown(page);
       const stored = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie }));
       assert.deepEqual(stored, { session: 1, local: 0, cookie: '' });
       assert.ok(!page.url().includes(TOKEN.slice(-16)));

@@ -60,7 +60,6 @@ const browser = await chromium.launch({
 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
 await page.goto(`${BASE}/`);
-await page.getByLabel('Account ID').fill(ACCOUNT);
 await page.getByLabel('API token').fill(TOKEN);
 await page.getByRole('button', { name: 'Sign in' }).click();
 await page.getByRole('link', { name: 'orders', exact: true }).click();

@@ -83,19 +83,15 @@ async function send(token, method, path, body) {
   return envelope;
 }
 
-/** Checks a token: resolves {id, status} or throws an ApiError. */
+/** Checks a token: resolves {id, status, account_id, scopes} or throws an ApiError. */
 export async function verifyToken(token) {
   return (await send(token, 'GET', '/user/tokens/verify')).result;
 }
 
-/** Checks that the account exists for this token (403 is fine: the token may lack queues_read). */
-export async function checkAccount(token, accountId) {
-  try {
-    await send(token, 'GET', `/accounts/${accountId}/queues?per_page=1`);
-  } catch (err) {
-    if (err instanceof ApiError && err.kind === 'forbidden') return;
-    throw err;
-  }
+/** The token's account ({id, name}, Cloudflare's Account object), or null when the server lists none. */
+export async function ownAccount(token, accountId) {
+  const accounts = (await send(token, 'GET', '/accounts')).result;
+  return (Array.isArray(accounts) && accounts.find((a) => a && a.id === accountId)) || null;
 }
 
 /**

@@ -1,7 +1,12 @@
-// Sign-in: account id + API token, checked against the server before anything else is shown.
+// Sign-in: an API token, checked against the server before anything else is shown. The token names
+// its account; an operator may still type the account id (under "Account ID (optional)") to be told
+// when a token is not that account's.
 
 import { h, field, notice } from '../lib/dom.js';
-import { verifyToken, checkAccount, describe, ApiError } from '../lib/api.js';
+import { verifyToken, ownAccount, describe, ApiError } from '../lib/api.js';
+
+/** The account id typed is not the token's account. */
+class WrongAccount extends Error {}
 
 export function renderSignIn(root, ctx) {
   const account = h('input', {
@@ -26,26 +31,32 @@ export function renderSignIn(root, ctx) {
   tokenField.querySelector('label').after(reveal);
   tokenField.classList.add('field-with-action');
 
+  const advanced = h('details', { class: 'more-settings signin-advanced' },
+    h('summary', null, 'Account ID (optional)'),
+    field('Account ID', account, {
+      hint: 'Only to check that the token is this account\'s. Leave it empty to use the token\'s own account.',
+    }));
+
   // No `name` attributes and no action: the form never submits anywhere by itself, so the token
   // cannot end up in a URL.
   const form = h('form', { class: 'signin-form', novalidate: true, 'aria-labelledby': 'signin-title' },
-    field('Account ID', account),
     tokenField,
+    advanced,
     message.el,
     submit);
+
+  const refuseAccount = (text) => {
+    message.show(text);
+    advanced.open = true;
+    account.setAttribute('aria-invalid', 'true');
+    account.focus();
+  };
 
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     message.clear();
-    const accountId = account.value.trim().toLowerCase();
+    const typed = account.value.trim().toLowerCase();
     const tokenText = token.value.trim();
-    if (!/^[0-9a-f]{32}$/.test(accountId)) {
-      message.show('The account ID is 32 hexadecimal characters (0-9, a-f), as printed by `skiplock account create`.');
-      account.setAttribute('aria-invalid', 'true');
-      account.focus();
-      return;
-    }
-    account.removeAttribute('aria-invalid');
     if (!tokenText) {
       message.show('Enter an API token.');
       token.setAttribute('aria-invalid', 'true');
@@ -53,20 +64,21 @@ export function renderSignIn(root, ctx) {
       return;
     }
     token.removeAttribute('aria-invalid');
+    if (typed && !/^[0-9a-f]{32}$/.test(typed)) {
+      refuseAccount('The account ID is 32 hexadecimal characters (0-9, a-f), as printed by `skiplock account create`. Or leave it empty.');
+      return;
+    }
+    account.removeAttribute('aria-invalid');
     submit.disabled = true;
     submit.textContent = 'Checking…';
     try {
       const verified = await verifyToken(tokenText);
-      try {
-        await checkAccount(tokenText, accountId);
-      } catch (err) {
-        if (err instanceof ApiError && err.kind === 'not_found') {
-          throw new ApiError('invalid', 404, 'This token does not belong to that account. Check the account ID.');
-        }
-        throw err;
-      }
+      const accountId = verified && verified.account_id;
+      if (!accountId) throw new ApiError('server', 200, 'the token check did not name the token\'s account');
+      if (typed && typed !== accountId) throw new WrongAccount();
+      const named = await ownAccount(tokenText, accountId);
       if (ctx.signal.aborted) return;
-      ctx.onSignedIn({ accountId, token: tokenText, tokenId: verified && verified.id });
+      ctx.onSignedIn({ accountId, accountName: named ? named.name : null, token: tokenText, tokenId: verified.id });
     } catch (err) {
       if (ctx.signal.aborted) return;
       submit.disabled = false;
@@ -76,6 +88,8 @@ export function renderSignIn(root, ctx) {
         token.setAttribute('aria-invalid', 'true');
         token.focus();
         token.select();
+      } else if (err instanceof WrongAccount) {
+        refuseAccount('This token does not belong to that account. Check the account ID, or leave it empty to use the token\'s own account.');
       } else {
         message.show(describe(err));
       }
@@ -89,10 +103,10 @@ export function renderSignIn(root, ctx) {
     h('div', { class: 'signin-card' },
       h('div', { class: 'signin-brand' }, h('img', { src: '/logo.svg', alt: '', width: '32', height: '32' }), h('span', null, 'skiplock')),
       h('h1', { id: 'signin-title', class: 'signin-title' }, 'Sign in to the dashboard'),
-      h('p', { class: 'muted' }, 'Use your account ID and an API token. An operator creates both with ',
+      h('p', { class: 'muted' }, 'Use an API token. An operator creates an account and its first token with ',
         h('code', null, 'skiplock account create --name NAME'), '.'),
       intro && intro.el,
       form)));
-  account.focus();
+  token.focus();
   return null;
 }
