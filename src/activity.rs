@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ids::QueueId;
 use crate::metrics::Metrics;
 use crate::queue::consumer::ConsumerKind;
+use crate::store;
 
 pub const BUCKET_SECONDS: i64 = 10;
 
@@ -71,21 +72,7 @@ impl Activity {
         let queues: Vec<QueueId> = pending.keys().copied().collect();
         let published: Vec<i64> = queues.iter().map(|q| pending[q].published).collect();
         let acked: Vec<i64> = queues.iter().map(|q| pending[q].acked).collect();
-        let written = sqlx::query(
-            "insert into queue_activity (queue_id, bucket, published, acked)
-             select t.queue_id, to_timestamp(floor(extract(epoch from now()) / $4) * $4), t.published, t.acked
-             from unnest($1::uuid[], $2::int8[], $3::int8[]) as t(queue_id, published, acked)
-             join queues q on q.id = t.queue_id
-             on conflict (queue_id, bucket) do update
-             set published = queue_activity.published + excluded.published,
-                 acked = queue_activity.acked + excluded.acked",
-        )
-        .bind(&queues)
-        .bind(&published)
-        .bind(&acked)
-        .bind(BUCKET_SECONDS as f64)
-        .execute(pool)
-        .await;
+        let written = store::activity::add(pool, &queues, &published, &acked, BUCKET_SECONDS).await;
         if written.is_err() {
             // Keep the counts for the next flush rather than lose them.
             let mut again = self.pending.lock().expect("activity lock");
@@ -111,16 +98,4 @@ impl Activity {
         }
         let _ = self.flush(&pool).await;
     }
-}
-
-/// Deletes buckets older than an hour and those of deleted queues.
-pub async fn prune(pool: &PgPool) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "delete from queue_activity a
-         where a.bucket < now() - interval '1 hour'
-            or not exists (select 1 from queues q where q.id = a.queue_id)",
-    )
-    .execute(pool)
-    .await?;
-    Ok(done.rows_affected())
 }

@@ -1,18 +1,15 @@
 //! The `skiplock` command line: serve, migrate, and the operator's account and token commands.
 
-use std::sync::Arc;
-
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::activity::Activity;
 use crate::auth::Scope;
 use crate::config::{Settings, ENV_HELP};
 use crate::ids::TokenId;
-use crate::metrics::{self, Metrics};
-use crate::startup::{self, Application, MIGRATOR};
-use crate::{api, dispatch, maintenance, store, telemetry};
+use crate::startup::{self, Node, Role};
+use crate::store::pool::MIGRATOR;
+use crate::{api, store, telemetry};
 
 #[derive(Parser)]
 #[command(name = "skiplock", version, about = "A multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API", after_help = ENV_HELP)]
@@ -47,12 +44,6 @@ enum Command {
     },
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Role {
-    Api,
-    Dispatcher,
-}
-
 #[derive(Subcommand)]
 enum AccountCommand {
     /// Create an account and a token with every scope; prints {"account_id", "token"}.
@@ -78,12 +69,10 @@ enum TokenCommand {
     Revoke { token_id: String },
 }
 
-const ACTIVITY_FLUSH_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
-
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::from_env()?;
     telemetry::init(&settings.log_filter, settings.log_json);
-    let pool = startup::connect(&settings).await?;
+    let pool = store::pool::connect(&settings.database_url, settings.db_pool_size).await?;
     match cli.command {
         Command::Serve { roles, no_migrate } => {
             if !no_migrate {
@@ -91,49 +80,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             let stop = CancellationToken::new();
             startup::cancel_on_signals(stop.clone());
-            let mut tasks = tokio::task::JoinSet::new();
-
-            let metrics = Arc::new(Metrics::default());
-            let activity = Arc::new(Activity::new(metrics.clone()));
-            let metrics_server = metrics::serve(metrics.clone(), pool.clone(), settings.metrics_bind)?;
-            let metrics_handle = metrics_server.handle();
-            tasks.spawn(async move {
-                let _ = metrics_server.await;
-            });
-            tracing::info!(address = %settings.metrics_bind, "serving /metrics");
-            tasks.spawn(metrics::run_queue_gauges(
-                metrics.clone(),
-                pool.clone(),
-                settings.metrics_max_queues,
-                settings.queue_gauges_every,
-                stop.clone(),
-            ));
-            let flusher = activity.clone();
-            let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
-            tasks.spawn(async move { flusher.run(flush_pool, ACTIVITY_FLUSH_EVERY, flush_stop).await });
-            tasks.spawn(maintenance::run(pool.clone(), activity.clone(), settings.retention_sweep_every, stop.clone()));
-            for table in maintenance::MessageTable::ALL {
-                tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
-            }
-            tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
-            if roles.contains(&Role::Dispatcher) {
-                let dispatcher = startup::dispatcher(pool.clone(), &settings, activity.clone()).await?;
-                tracing::info!("dispatching webhooks");
-                tasks.spawn(dispatch::run(Arc::new(dispatcher), stop.clone()));
-            }
-            if roles.contains(&Role::Api) {
-                let app = Application::build(pool.clone(), settings.bind, activity.clone(), settings.limits).await?;
-                tracing::info!(address = %app.local_addr(), "serving the API");
-                let served = app.run_until_stopped(stop.clone()).await;
-                stop.cancel();
-                served?;
-            } else {
-                stop.cancelled().await;
-            }
-            stop.cancel();
-            metrics_handle.stop(true).await;
-            while tasks.join_next().await.is_some() {}
-            pool.close().await;
+            let node = Node::start(&settings, &roles, pool, stop).await?;
+            tracing::info!(address = %node.metrics_addr, "serving /metrics");
+            node.wait().await;
             tracing::info!("stopped");
         }
         Command::Migrate => {

@@ -42,6 +42,8 @@ pub struct Settings {
     pub log_json: bool,
     /// How often expired messages are looked for.
     pub retention_sweep_every: Duration,
+    /// How often the activity counters are written to the database (the dashboard's chart).
+    pub activity_flush_every: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +122,7 @@ impl Settings {
             log_filter,
             log_json,
             retention_sweep_every: Duration::from_secs(30),
+            activity_flush_every: Duration::from_secs(2),
         })
     }
 }

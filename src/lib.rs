@@ -7,6 +7,7 @@ pub mod auth;
 pub mod backlog;
 pub mod cli;
 pub mod config;
+pub mod delivery;
 pub mod dispatch;
 pub mod error;
 pub mod ids;

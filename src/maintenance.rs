@@ -84,20 +84,13 @@ impl TableVacuum {
     /// Vacuums the table if it is due, with at least `min_rows` dead rows (and, for the bodies, new
     /// rows since the last vacuum). Skipped while another node is vacuuming it. Returns whether it ran.
     pub async fn run_if_due(&mut self, pool: &PgPool, min_rows: i64) -> Result<bool, sqlx::Error> {
-        let (dead, inserted): (i64, i64) = sqlx::query_as(
-            "select coalesce(max(n_dead_tup), 0), coalesce(max(n_tup_ins), 0)
-             from pg_stat_user_tables where relid = $1::regclass",
-        )
-        .bind(self.table.name())
-        .fetch_one(pool)
-        .await?;
+        let (dead, inserted) = store::maintenance::dead_and_inserted(pool, self.table.name()).await?;
         // The statistics start again from zero after a crash or a reset.
         let inserted_since =
             if inserted < self.inserted_at_last_vacuum { inserted } else { inserted - self.inserted_at_last_vacuum };
         let due = dead >= min_rows && (self.table == MessageTable::Messages || inserted_since >= min_rows);
         if due {
-            // VACUUM refuses a transaction block; raw_sql sends it alone with the simple protocol.
-            sqlx::raw_sql(&format!("vacuum (skip_locked) {}", self.table.name())).execute(pool).await?;
+            store::maintenance::vacuum(pool, self.table.name()).await?;
             self.inserted_at_last_vacuum = inserted;
         }
         Ok(due)
@@ -152,7 +145,7 @@ pub async fn run(pool: PgPool, activity: Arc<Activity>, every: Duration, stop: C
             }
             Err(err) => tracing::warn!(error = %err, "retention sweep failed; will retry"),
         }
-        if let Err(err) = crate::activity::prune(&pool).await {
+        if let Err(err) = store::activity::prune(&pool).await {
             tracing::warn!(error = %err, "pruning queue activity failed; will retry");
         }
         if let Err(err) = forget_expired_keys(&pool).await {

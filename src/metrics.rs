@@ -234,14 +234,18 @@ where
     }
 }
 
+/// The metrics server and the address it listens on.
+pub struct MetricsServer {
+    pub server: actix_web::dev::Server,
+    pub addr: std::net::SocketAddr,
+}
+
 /// Serves `/metrics` on its own address, so it can be firewalled apart from the API.
-pub fn serve(
-    metrics: Arc<Metrics>,
-    pool: PgPool,
-    bind: std::net::SocketAddr,
-) -> std::io::Result<actix_web::dev::Server> {
+pub fn serve(metrics: Arc<Metrics>, pool: PgPool, bind: std::net::SocketAddr) -> std::io::Result<MetricsServer> {
     let data = web::Data::new((metrics, pool));
-    Ok(HttpServer::new(move || {
+    let listener = std::net::TcpListener::bind(bind)?;
+    let addr = listener.local_addr()?;
+    let server = HttpServer::new(move || {
         App::new().app_data(data.clone()).route(
             "/metrics",
             web::get().to(|data: web::Data<(Arc<Metrics>, PgPool)>| async move {
@@ -254,8 +258,9 @@ pub fn serve(
     .workers(1)
     .disable_signals()
     .shutdown_timeout(2)
-    .bind(bind)?
-    .run())
+    .listen(listener)?
+    .run();
+    Ok(MetricsServer { server, addr })
 }
 
 /// Sets the per-queue gauges from one query over every queue. The `max_series` queues with the largest

@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
-use crate::startup::CHECK_IDLE_CONNECTIONS_AFTER;
 use crate::store::messages::{self, Publish};
+use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
 
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;

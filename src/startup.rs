@@ -1,72 +1,156 @@
-//! Building and running the service: the database pool, migrations, the HTTP server and the
-//! background tasks, all stopped by one cancellation token.
+//! The composition root: builds a whole node for given roles (the HTTP app, the dispatcher and every
+//! background task, all stopped by one cancellation token). The command line and the tests use it alike.
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::time::Duration;
 
 use actix_web::{web, App, HttpServer};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, Executor, PgPool};
+use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::activity::Activity;
 use crate::api::{self, envelope::MAX_REQUEST_BYTES};
+use crate::auth::{Gate, Verifier};
+use crate::backlog::BacklogCache;
 use crate::config::Settings;
+use crate::delivery::Delivery;
 use crate::dispatch::client::WebhookClient;
 use crate::dispatch::guard::AddressGuard;
 use crate::dispatch::{DispatchSettings, Dispatcher};
-use crate::limits::Limits;
+use crate::limits::{Limits, RateLimiter};
+use crate::maintenance;
+use crate::metrics::{self, Metrics};
+use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 use crate::state::AppState;
 
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-pub async fn connect(settings: &Settings) -> Result<PgPool, sqlx::Error> {
-    pool_options(settings.db_pool_size).connect(&settings.database_url).await
+/// What the parts of one node share: the pool, the metrics and activity counters, the backlog cache
+/// and the delivery core.
+#[derive(Clone)]
+pub struct Shared {
+    pub pool: PgPool,
+    pub metrics: Arc<Metrics>,
+    pub activity: Arc<Activity>,
+    pub backlog: Arc<BacklogCache>,
+    pub delivery: Arc<Delivery>,
 }
 
-/// A connection idle for longer than this is checked with a round trip before use: the database may
-/// have restarted meanwhile.
-pub const CHECK_IDLE_CONNECTIONS_AFTER: Duration = Duration::from_secs(1);
+impl Shared {
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_metrics(pool, Arc::new(Metrics::default()))
+    }
 
-/// How the service's pools are built.
-pub fn pool_options(size: u32) -> PgPoolOptions {
-    PgPoolOptions::new()
-        .max_connections(size)
-        // While the database is unreachable, requests fail with a 503 after this long.
-        .acquire_timeout(Duration::from_secs(3))
-        // No idle or lifetime reaping: sqlx 0.8's reaper task can spin forever at 100% CPU after its
-        // idle count races below zero between threads (launchbadge/sqlx#3645, seen here in a test).
-        // Connections are few and long-lived anyway.
-        .idle_timeout(None)
-        .max_lifetime(None)
-        // sqlx checks a connection with a round trip before handing it out, by default every time: a
-        // round trip more per statement. Only a connection idle for a while (the database may have
-        // restarted meanwhile) is checked; a broken busy one fails its statement and is then dropped
-        // (sqlx checks every connection given back).
-        .test_before_acquire(false)
-        .before_acquire(|conn, meta| {
-            Box::pin(async move {
-                if meta.idle_for > CHECK_IDLE_CONNECTIONS_AFTER {
-                    conn.ping().await?;
+    /// Parts whose events count in `metrics`.
+    pub fn with_metrics(pool: PgPool, metrics: Arc<Metrics>) -> Self {
+        let activity = Arc::new(Activity::new(metrics.clone()));
+        let backlog = Arc::new(BacklogCache::default());
+        let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
+        Self { pool, metrics, activity, backlog, delivery }
+    }
+}
+
+/// The roles a node runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// The HTTP API and the dashboard.
+    Api,
+    /// Webhook delivery.
+    Dispatcher,
+}
+
+/// A webhook dispatcher on `shared`'s pool.
+pub async fn dispatcher(
+    shared: &Shared,
+    settings: DispatchSettings,
+    guard: AddressGuard,
+) -> Result<Dispatcher, sqlx::Error> {
+    let signer = Signer::new(crate::store::server_key(&shared.pool).await?);
+    let client = WebhookClient::new(guard, settings.timeout, settings.max_in_flight);
+    Ok(Dispatcher::new(shared.pool.clone(), signer, client, settings, shared.activity.clone(), shared.delivery.clone()))
+}
+
+/// A running node: every background task of its roles, its HTTP app and dispatcher, all stopped by one
+/// token.
+pub struct Node {
+    pub shared: Shared,
+    /// Where the API listens, when the node runs it.
+    pub api_addr: Option<SocketAddr>,
+    pub metrics_addr: SocketAddr,
+    tasks: tokio::task::JoinSet<()>,
+    stop: CancellationToken,
+}
+
+impl Node {
+    /// Builds and starts the whole service for `roles` on `pool`.
+    pub async fn start(
+        settings: &Settings,
+        roles: &[Role],
+        pool: PgPool,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Node> {
+        let shared = Shared::new(pool.clone());
+        let mut tasks = tokio::task::JoinSet::new();
+        let metrics_server = metrics::serve(shared.metrics.clone(), pool.clone(), settings.metrics_bind)?;
+        let metrics_addr = metrics_server.addr;
+        let metrics_stop = stop.clone();
+        let metrics_handle = metrics_server.server.handle();
+        tasks.spawn(async move {
+            metrics_stop.cancelled().await;
+            metrics_handle.stop(true).await;
+        });
+        tasks.spawn(async move {
+            let _ = metrics_server.server.await;
+        });
+        tasks.spawn(metrics::run_queue_gauges(
+            shared.metrics.clone(),
+            pool.clone(),
+            settings.metrics_max_queues,
+            settings.queue_gauges_every,
+            stop.clone(),
+        ));
+        let (flusher, flush_pool, flush_stop, every) =
+            (shared.activity.clone(), pool.clone(), stop.clone(), settings.activity_flush_every);
+        tasks.spawn(async move { flusher.run(flush_pool, every, flush_stop).await });
+        tasks.spawn(maintenance::run(
+            pool.clone(),
+            shared.activity.clone(),
+            settings.retention_sweep_every,
+            stop.clone(),
+        ));
+        for table in maintenance::MessageTable::ALL {
+            tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
+        }
+        tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
+        if roles.contains(&Role::Dispatcher) {
+            let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
+            let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
+            let dispatcher = dispatcher(&shared, dispatch, guard).await?;
+            tracing::info!("dispatching webhooks");
+            tasks.spawn(crate::dispatch::run(Arc::new(dispatcher), stop.clone()));
+        }
+        let mut api_addr = None;
+        if roles.contains(&Role::Api) {
+            let app = Application::build(&shared, settings.bind, settings.limits).await?;
+            api_addr = Some(app.local_addr());
+            tracing::info!(address = %app.local_addr(), "serving the API");
+            let app_stop = stop.clone();
+            tasks.spawn(async move {
+                if let Err(err) = app.run_until_stopped(app_stop.clone()).await {
+                    tracing::error!(error = %err, "the API server failed");
                 }
-                Ok(true)
-            })
-        })
-        // No JIT compilation: every statement here is short, but the planner overestimates a few
-        // (the queue gauges' walk over each queue's leased and delayed messages), and compiling those
-        // took 0.5 to 0.8 s a time under load, more than running them.
-        .after_connect(|conn, _| Box::pin(async move { conn.execute("set jit = off").await.map(|_| ()) }))
-}
+                // The node stops with its API.
+                app_stop.cancel();
+            });
+        }
+        Ok(Node { shared, api_addr, metrics_addr, tasks, stop })
+    }
 
-/// The webhook dispatcher for this node, as configured.
-pub async fn dispatcher(pool: PgPool, settings: &Settings, activity: Arc<Activity>) -> Result<Dispatcher, sqlx::Error> {
-    let signer = Signer::new(crate::store::server_key(&pool).await?);
-    let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
-    let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
-    let client = WebhookClient::new(guard, dispatch.timeout, dispatch.max_in_flight);
-    Ok(Dispatcher::new(pool, signer, client, dispatch, activity))
+    /// Waits until the node is stopped and every task has finished.
+    pub async fn wait(mut self) {
+        self.stop.cancelled().await;
+        while self.tasks.join_next().await.is_some() {}
+        self.shared.pool.close().await;
+    }
 }
 
 /// The HTTP app, bound and ready to run.
@@ -77,13 +161,22 @@ pub struct Application {
 
 impl Application {
     /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
-    pub async fn build(
-        pool: PgPool,
-        bind: SocketAddr,
-        activity: Arc<Activity>,
-        limits: Limits,
-    ) -> anyhow::Result<Self> {
-        let state = web::Data::new(AppState::load(pool, activity, limits).await?);
+    pub async fn build(shared: &Shared, bind: SocketAddr, limits: Limits) -> anyhow::Result<Self> {
+        let pool = shared.pool.clone();
+        let gate = web::Data::new(Gate {
+            verifier: Verifier::new(pool.clone()),
+            rate: RateLimiter::new(&limits),
+            limits,
+        });
+        let state = web::Data::new(AppState {
+            signer: Signer::new(crate::store::server_key(&pool).await?),
+            publisher: Publisher::start(pool.clone()),
+            delivery: shared.delivery.clone(),
+            backlog: shared.backlog.clone(),
+            activity: shared.activity.clone(),
+            limits,
+            pool,
+        });
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
         let metrics = web::Data::new(state.activity.metrics.clone());
@@ -92,6 +185,7 @@ impl Application {
                 .wrap_fn(crate::metrics::observe_request)
                 .wrap_fn(crate::telemetry::request_span)
                 .app_data(state.clone())
+                .app_data(gate.clone())
                 .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
                 .configure(api::routes)

@@ -11,22 +11,21 @@ use serde_json::json;
 use super::envelope::{decode, ok, ApiJson, RawBody};
 use super::queues::{find_queue, queue_id};
 use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
+use crate::delivery::{Answer, Settled};
 use crate::error::{codes, ApiError, ApiResult};
 use crate::ids::{AccountId, MessageId};
-use crate::queue::consumer::{ConsumerKind, RetryPolicy};
+use crate::queue::answer::Decision;
+use crate::queue::consumer::{ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS};
 use crate::queue::message::{self, check_batch, check_delay, ContentType, Field, PublishInput, PulledBody};
 use crate::state::AppState;
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{ClaimSpec, Retry, StoredMessage};
+use crate::store::messages::StoredMessage;
 use crate::store::{self, queues::Backlog};
 
 type Data = web::Data<AppState>;
 
 const MAX_PEEK: i64 = 100;
 const MAX_ACKS: usize = 1000;
-const DEFAULT_MAX_RETRIES: i32 = 3;
-/// Claims in one pull: exhausted messages take a claim's slots as they are dead-lettered.
-const MAX_CLAIMS_PER_PULL: usize = 10;
 
 /// Backlog figures as publish and pull answers carry them.
 #[derive(Serialize)]
@@ -161,28 +160,6 @@ async fn delivery_target(state: &AppState, account: AccountId, raw_queue: &str) 
     store::consumers::delivery_target(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
 }
 
-/// How the target queue's messages are claimed and retried: its consumer's delivery limit (Cloudflare's
-/// default when it has no consumer) and its dead-letter queue, made again if it was deleted since the
-/// consumer named it. A queue renamed to its own dead-letter queue's name has none.
-async fn claim_spec(state: &AppState, account: AccountId, target: &DeliveryTarget) -> ApiResult<ClaimSpec> {
-    let dead_letter_name = target.consumer.as_ref().map_or("", |c| c.dead_letter_queue.as_str());
-    let dead_letter_queue = store::queues::dead_letter_target(
-        &state.pool,
-        account,
-        target.queue_id,
-        dead_letter_name,
-        target.dead_letter_queue_id,
-    )
-    .await?;
-    let max_retries = target.consumer.as_ref().map_or(DEFAULT_MAX_RETRIES, |c| c.max_retries);
-    Ok(ClaimSpec {
-        queue: target.queue_id,
-        dead_letter_queue,
-        max_deliveries: max_retries + 1,
-        retention_seconds: target.message_retention_period.into(),
-    })
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PullRequest {
@@ -222,24 +199,10 @@ pub async fn pull(
         ));
     }
     let limit = batch_size.unwrap_or(consumer.batch_size.into());
-    let visibility = visibility.unwrap_or(consumer.visibility_timeout_ms.unwrap_or(30_000).into());
-    let spec = claim_spec(&state, account, &target).await?;
-
-    let mut leased: Vec<StoredMessage> = Vec::new();
-    // Claim again while exhausted messages were dead-lettered in place of deliverable ones.
-    for _ in 0..MAX_CLAIMS_PER_PULL {
-        let want = limit - leased.len() as i64;
-        let claim = store::messages::claim(&state.pool, spec, None, want, visibility).await?;
-        state.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
-        if claim.exhausted > 0 {
-            state.backlog.forget(target.queue_id);
-        }
-        leased.extend(claim.messages);
-        if claim.exhausted == 0 || leased.len() as i64 >= limit {
-            break;
-        }
-    }
-    state.activity.delivered(ConsumerKind::HttpPull, leased.len());
+    let visibility =
+        visibility.unwrap_or(consumer.visibility_timeout_ms.map_or(DEFAULT_VISIBILITY_TIMEOUT_MS, i64::from));
+    let route = state.delivery.route(account, &target).await?;
+    let leased = state.delivery.lease(&route, None, limit, visibility).await?.messages;
     let backlog = state.backlog.get(&state.pool, target.queue_id).await?;
     let messages: Vec<MessageView<'_>> = leased
         .iter()
@@ -349,86 +312,63 @@ pub async fn ack(
         warnings.insert(lease_id.to_owned(), "unknown lease id for this queue; nothing changed".into());
     };
 
-    let mut acked: Vec<MessageId> = Vec::new();
-    let mut ack_leases: Vec<(MessageId, &str)> = Vec::new();
+    // Each answer with the lease it came with; the precedence rules are the delivery module's.
+    let mut answers: Vec<(Answer, &str)> = Vec::new();
     for a in &request.acks {
         match state.signer.open_lease(queue, &a.lease_id) {
-            Some(lease) => {
-                acked.push(lease.message_id);
-                ack_leases.push((lease.message_id, &a.lease_id));
-            }
+            Some(lease) => answers
+                .push((Answer { id: lease.message_id, attempt: lease.attempt, decision: Decision::Ack }, &a.lease_id)),
             None => unknown(&a.lease_id),
         }
     }
-    // Retries need the consumer's settings. An ack's delete checks the queue is the account's itself, so
-    // only a request with retries, or with nothing to delete, looks the queue up first.
-    let target = if request.retries.is_empty() && !acked.is_empty() {
-        None
-    } else {
-        Some(delivery_target(&state, account, &path.1).await?)
-    };
-    let acked_set: HashSet<MessageId> = acked.iter().copied().collect();
-    let policy = target.as_ref().and_then(|t| t.consumer.as_ref()).map_or(RetryPolicy::constant(0), |c| c.retry);
-    let mut retries: Vec<(Retry, &str)> = Vec::new();
+    let acks = answers.len();
     for r in &request.retries {
         match state.signer.open_lease(queue, &r.lease_id) {
-            // A message acked in the same request is gone; its retry has nothing left to do.
-            Some(lease) if acked_set.contains(&lease.message_id) => {}
-            Some(lease) => retries.push((
-                Retry {
-                    id: lease.message_id,
-                    attempt: lease.attempt,
-                    delay_seconds: r.delay_seconds.unwrap_or_else(|| policy.delay_after(lease.attempt, rand::random())),
-                },
+            Some(lease) => answers.push((
+                Answer { id: lease.message_id, attempt: lease.attempt, decision: Decision::Retry(r.delay_seconds) },
                 &r.lease_id,
             )),
             None => unknown(&r.lease_id),
         }
     }
-
-    let mut ack_count = 0;
-    if !acked.is_empty() {
-        let done =
-            store::messages::ack(&state.pool, account, queue, &acked).await?.ok_or_else(ApiError::queue_not_found)?;
-        let gone = done.deleted;
-        ack_count = gone.ids.len();
-        let deleted: HashSet<MessageId> = gone.ids.iter().copied().collect();
-        for (id, lease_id) in &ack_leases {
-            if !deleted.contains(id) {
-                warnings.insert(
-                    lease_id.to_string(),
-                    "the message is already gone (acked, dead-lettered or expired); nothing changed".into(),
-                );
-            }
+    // Retries need the consumer's settings. An ack's delete checks the queue is the account's itself, so
+    // only a request with retries, or with nothing to apply, looks the queue up first.
+    let route = if acks == answers.len() && acks > 0 {
+        None
+    } else {
+        let target = delivery_target(&state, account, &path.1).await?;
+        Some(state.delivery.route(account, &target).await?)
+    };
+    let plain: Vec<Answer> = answers.iter().map(|(a, _)| *a).collect();
+    let settled = if plain.is_empty() {
+        Settled::default()
+    } else {
+        state.delivery.settle(account, queue, route.as_ref(), &plain, 0).await?.ok_or_else(ApiError::queue_not_found)?
+    };
+    let acked: HashSet<MessageId> = answers[..acks].iter().map(|(a, _)| a.id).collect();
+    for (answer, lease_id) in &answers[..acks] {
+        if !settled.acked.contains(&answer.id) {
+            warnings.insert(
+                lease_id.to_string(),
+                "the message is already gone (acked, dead-lettered or expired); nothing changed".into(),
+            );
         }
-        state.backlog.removed(queue, gone.ids.len(), gone.bytes);
-        let kind = done.consumer_kind.and_then(|kind| ConsumerKind::parse(&kind).ok());
-        state.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
     }
     let mut retry_count = 0;
-    if let Some(target) = target.as_ref().filter(|_| !retries.is_empty()) {
-        let spec = claim_spec(&state, account, target).await?;
-        let batch: Vec<Retry> = retries.iter().map(|(r, _)| *r).collect();
-        let done = store::messages::retry(&state.pool, spec, &batch).await?;
-        state.activity.retried(ConsumerKind::HttpPull, done.retried.len());
-        state.activity.exhausted(done.exhausted.len(), spec.dead_letter_queue.is_some());
-        if !done.exhausted.is_empty() {
-            state.backlog.forget(queue);
-        }
-        let applied: HashSet<MessageId> = done.retried.into_iter().chain(done.exhausted).collect();
-        for (r, lease_id) in &retries {
-            if applied.contains(&r.id) {
-                retry_count += 1;
-            } else {
-                warnings.insert(
-                    lease_id.to_string(),
-                    "this lease is no longer the message's current one (it expired and the message was \
-                     delivered again, or it was already acked or retried); the retry changed nothing"
-                        .into(),
-                );
-            }
+    for (answer, lease_id) in &answers[acks..] {
+        if settled.retried.contains(&answer.id) {
+            retry_count += 1;
+        } else if !acked.contains(&answer.id) {
+            // A message acked in the same request is gone; its retry had nothing left to do.
+            warnings.insert(
+                lease_id.to_string(),
+                "this lease is no longer the message's current one (it expired and the message was \
+                 delivered again, or it was already acked or retried); the retry changed nothing"
+                    .into(),
+            );
         }
     }
+    let ack_count = settled.acked.len();
     Ok(ok(json!({ "ackCount": ack_count, "retryCount": retry_count, "warnings": warnings })))
 }
 

@@ -115,7 +115,7 @@ async fn healthz() -> HttpResponse {
 
 /// Ready when the database answers within a second; recovers by itself when it is back.
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let check = tokio::time::timeout(std::time::Duration::from_secs(1), sqlx::query("select 1").execute(&state.pool));
+    let check = tokio::time::timeout(std::time::Duration::from_secs(1), crate::store::pool::ping(&state.pool));
     match check.await.unwrap_or(Err(sqlx::Error::PoolTimedOut)) {
         Ok(_) => HttpResponse::Ok().json(json!({"status": "ready"})),
         Err(err) => {

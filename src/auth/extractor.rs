@@ -12,7 +12,15 @@ use super::token::Scope;
 use super::verifier::Principal;
 use crate::error::ApiError;
 use crate::ids::AccountId;
-use crate::state::AppState;
+use crate::limits::{Limits, RateLimiter};
+
+/// What the extractor needs to admit a request: the token verifier, the per-account rate limiter and
+/// the limits it enforces. Registered as app data of its own.
+pub struct Gate {
+    pub verifier: super::Verifier,
+    pub rate: RateLimiter,
+    pub limits: Limits,
+}
 
 pub trait Requirement {
     const SCOPES: &'static [Scope];
@@ -49,7 +57,7 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let state = req.app_data::<web::Data<AppState>>().expect("AppState is registered").clone();
+        let state = req.app_data::<web::Data<Gate>>().expect("the Gate is registered").clone();
         let bearer = req
             .headers()
             .get(header::AUTHORIZATION)

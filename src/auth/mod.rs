@@ -5,6 +5,6 @@ pub mod extractor;
 pub mod token;
 pub mod verifier;
 
-pub use extractor::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite, TokenOnly, TokensWrite};
+pub use extractor::{Authed, Gate, QueuesRead, QueuesReadWrite, QueuesWrite, TokenOnly, TokensWrite};
 pub use token::{Scope, Token};
 pub use verifier::{Principal, Verifier};

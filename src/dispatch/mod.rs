@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use sqlx::PgPool;
 
 use crate::activity::Activity;
+use crate::delivery::{Answer, Delivery, Route, RouteSettings};
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::{self, Decision};
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
@@ -27,7 +28,7 @@ use crate::queue::lease::Signer;
 use crate::queue::message::{ContentType, PulledBody};
 use crate::queue::settings::MAX_DELAY_SECONDS;
 use crate::store::dispatch::WebhookConsumerRow;
-use crate::store::messages::{ClaimSpec, Retry, SlotRequest, StoredMessage};
+use crate::store::messages::{SlotRequest, StoredMessage};
 use crate::store::{self};
 use client::{Reply, WebhookClient};
 
@@ -63,6 +64,7 @@ pub struct Dispatcher {
     client: WebhookClient,
     settings: DispatchSettings,
     activity: Arc<Activity>,
+    delivery: Arc<Delivery>,
     /// Consumers whose dispatch slots exist for their current max_concurrency.
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
 }
@@ -120,11 +122,12 @@ pub struct Outcome {
     pub failure: Option<String>,
 }
 
-/// A claimed batch, with the slot it holds and the secrets its claim read.
+/// A claimed batch, with the route it was claimed by, the slot it holds and the secrets its claim read.
 pub struct Batch {
     pub messages: Vec<StoredMessage>,
     pub slot: Option<i32>,
     pub secrets: Vec<String>,
+    route: Route,
 }
 
 impl Dispatcher {
@@ -134,8 +137,9 @@ impl Dispatcher {
         client: WebhookClient,
         settings: DispatchSettings,
         activity: Arc<Activity>,
+        delivery: Arc<Delivery>,
     ) -> Self {
-        Self { pool, signer, client, settings, activity, slots_made: Default::default() }
+        Self { pool, signer, client, settings, activity, delivery, slots_made: Default::default() }
     }
 
     /// Every webhook consumer whose queue is not paused.
@@ -149,27 +153,18 @@ impl Dispatcher {
         self.settings.timeout * 2 + Duration::from_secs(5)
     }
 
-    async fn claim_spec(&self, c: &WebhookConsumer) -> Result<ClaimSpec, sqlx::Error> {
-        let dead_letter_queue = store::queues::dead_letter_target(
-            &self.pool,
-            c.account_id,
-            c.queue_id,
-            &c.dead_letter_queue,
-            c.dead_letter_queue_id,
-        )
-        .await?;
-        Ok(ClaimSpec {
-            queue: c.queue_id,
-            dead_letter_queue,
-            max_deliveries: c.max_deliveries,
-            retention_seconds: c.retention_seconds,
-        })
-    }
-
     /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready
     /// or every slot is taken.
     pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
-        let spec = self.claim_spec(c).await?;
+        let settings = RouteSettings {
+            kind: ConsumerKind::Webhook,
+            dead_letter_queue: &c.dead_letter_queue,
+            known_dead_letter_queue: c.dead_letter_queue_id,
+            max_retries: c.max_deliveries - 1,
+            retention_seconds: c.retention_seconds,
+            retry: c.retry,
+        };
+        let route = self.delivery.route_with(c.account_id, c.queue_id, settings).await?;
         let lease_ms = self.lease().as_millis() as i64;
         let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
         let key = (c.id, c.max_concurrency);
@@ -177,10 +172,8 @@ impl Dispatcher {
             store::dispatch::ensure_slots(&self.pool, c.id, c.max_concurrency).await?;
             self.slots_made.lock().expect("slots lock").insert(key);
         }
-        let claim = store::messages::claim(&self.pool, spec, Some(slot), c.batch_size, lease_ms).await?;
-        self.activity.exhausted(claim.exhausted, spec.dead_letter_queue.is_some());
-        self.activity.delivered(ConsumerKind::Webhook, claim.messages.len());
-        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets })
+        let claim = self.delivery.lease(&route, Some(slot), c.batch_size, lease_ms).await?;
+        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets, route })
     }
 
     /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that
@@ -212,7 +205,7 @@ impl Dispatcher {
         let reply = self.client.post(&c.url, &headers, body).await;
         let elapsed = started.elapsed().as_secs_f64();
         metrics.batches_in_flight.dec();
-        let outcome = self.settle(c, &batch.messages, &ids, reply).await;
+        let outcome = self.settle(c, &batch, &ids, reply).await;
         metrics.deliveries.with_label_values(&[outcome.kind]).inc();
         metrics.delivery_duration.with_label_values(&[outcome.kind]).observe(elapsed);
         if let Some(slot) = batch.slot {
@@ -257,12 +250,13 @@ impl Dispatcher {
                 }
             })
             .collect();
-        let delivery = Delivery { queue: &c.queue_name, queue_id: c.queue_id, consumer_id: c.id, messages: items };
+        let delivery = Payload { queue: &c.queue_name, queue_id: c.queue_id, consumer_id: c.id, messages: items };
         (serde_json::to_vec(&delivery).expect("a delivery serializes"), ids)
     }
 
     /// Turns the reply into acks and retries and applies them.
-    async fn settle(&self, c: &WebhookConsumer, messages: &[StoredMessage], ids: &[String], reply: Reply) -> Outcome {
+    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> Outcome {
+        let messages = &batch.messages;
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let (kind, decisions, failure, floor): (_, HashMap<&str, Decision>, Option<String>, i64) = match reply {
             Reply::Answered { status, truncated: true, .. } if (200..300).contains(&status) => (
@@ -282,42 +276,27 @@ impl Dispatcher {
             Reply::Answered { status, .. } => ("http_error", retry_all(&id_refs), Some(format!("HTTP {status}")), 0),
             Reply::Failed { kind, reason } => (kind, retry_all(&id_refs), Some(reason), 0),
         };
-        let mut acks = Vec::new();
-        let mut retries = Vec::new();
-        for (m, id) in messages.iter().zip(&id_refs) {
-            match decisions.get(id).copied().unwrap_or(Decision::Ack) {
-                Decision::Ack => acks.push(m.id),
-                Decision::Retry(explicit) => {
-                    let delay = explicit.unwrap_or_else(|| c.retry.delay_after(m.attempts, rand::random()));
-                    retries.push(Retry { id: m.id, attempt: m.attempts, delay_seconds: delay.max(floor) });
-                }
-            }
-        }
+        let answers: Vec<Answer> = messages
+            .iter()
+            .zip(&id_refs)
+            .map(|(m, id)| Answer {
+                id: m.id,
+                attempt: m.attempts,
+                decision: decisions.get(id).copied().unwrap_or(Decision::Ack),
+            })
+            .collect();
         if let Some(why) = &failure {
             tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
         let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
-        if !acks.is_empty() {
-            match store::messages::delete(&self.pool, c.queue_id, &acks).await {
-                Ok(gone) => {
-                    outcome.acked = acks.len();
-                    self.activity.acked(c.queue_id, ConsumerKind::Webhook, gone.ids.len());
-                }
-                Err(err) => tracing::warn!(error = %err, "applying acks failed; the messages will be delivered again"),
+        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
+            Ok(Some(settled)) => {
+                outcome.acked = settled.acked.len();
+                outcome.retried = settled.retried.len();
             }
-        }
-        if !retries.is_empty() {
-            let applied = match self.claim_spec(c).await {
-                Ok(spec) => store::messages::retry(&self.pool, spec, &retries).await.map(|done| (spec, done)),
-                Err(err) => Err(err),
-            };
-            match applied {
-                Ok((spec, done)) => {
-                    self.activity.retried(ConsumerKind::Webhook, done.retried.len());
-                    self.activity.exhausted(done.exhausted.len(), spec.dead_letter_queue.is_some());
-                    outcome.retried = done.retried.len() + done.exhausted.len();
-                }
-                Err(err) => tracing::warn!(error = %err, "applying retries failed; the leases expire by themselves"),
+            Ok(None) => tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery"),
+            Err(err) => {
+                tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves")
             }
         }
         outcome
@@ -326,7 +305,7 @@ impl Dispatcher {
 
 /// The body of a delivery request.
 #[derive(Serialize)]
-struct Delivery<'a> {
+struct Payload<'a> {
     queue: &'a str,
     queue_id: QueueId,
     consumer_id: ConsumerId,

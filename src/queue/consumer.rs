@@ -7,6 +7,9 @@ use super::{in_range, invalid, Invalid};
 
 /// The server's ceiling for a webhook consumer's batches in flight (`max_concurrency: null`).
 pub const MAX_CONCURRENCY: i64 = 250;
+/// Cloudflare's defaults, for a queue pulled or acked without a consumer and a pull consumer's lease.
+pub const DEFAULT_MAX_RETRIES: i32 = 3;
+pub const DEFAULT_VISIBILITY_TIMEOUT_MS: i64 = 30_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -138,16 +141,16 @@ impl ConsumerSettings {
         match kind {
             ConsumerKind::HttpPull => Self {
                 batch_size: 5,
-                max_retries: 3,
+                max_retries: DEFAULT_MAX_RETRIES as i64,
                 retry_delay: 0,
                 max_wait_time_ms: None,
-                visibility_timeout_ms: Some(30_000),
+                visibility_timeout_ms: Some(DEFAULT_VISIBILITY_TIMEOUT_MS),
                 max_concurrency: None,
                 retry: RetryPolicy::constant(0),
             },
             ConsumerKind::Webhook => Self {
                 batch_size: 10,
-                max_retries: 3,
+                max_retries: DEFAULT_MAX_RETRIES as i64,
                 retry_delay: 0,
                 max_wait_time_ms: Some(5_000),
                 visibility_timeout_ms: None,

@@ -2,10 +2,13 @@
 //! filters on it, so a handler cannot reach another account's objects by forgetting a check.
 
 pub mod accounts;
+pub mod activity;
 pub mod consumers;
 pub mod counts;
 pub mod dispatch;
+pub mod maintenance;
 pub mod messages;
+pub mod pool;
 pub mod queues;
 pub mod stats;
 pub mod tokens;

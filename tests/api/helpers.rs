@@ -6,7 +6,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use skiplock::auth::Scope;
 use skiplock::ids::AccountId;
-use skiplock::startup::Application;
+use skiplock::startup::{Node, Role};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
@@ -66,24 +66,26 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
-    let metrics = std::sync::Arc::new(skiplock::metrics::Metrics::default());
-    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics.clone()));
-    // The app's worker threads get a pool of their own, built as the service builds it. The test's
-    // pool reaps idle connections every second, and sqlx 0.8's reaper can spin forever once threads
-    // race on its idle count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays
-    // on the test's thread.
-    let app_pool = skiplock::startup::pool_options(10)
+    // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
+    // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
+    // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
+    let node_pool = skiplock::store::pool::pool_options(10)
         .connect_with((*pool.connect_options()).clone())
         .await
         .expect("the app's pool connects");
-    let app = Application::build(app_pool, "127.0.0.1:0".parse().unwrap(), activity.clone(), limits)
-        .await
-        .expect("app builds");
-    let address = format!("http://{}", app.local_addr());
+    let mut settings = skiplock::config::Settings::from_lookup(|key| match key {
+        "DATABASE_URL" => Some("postgres://unused-the-pool-is-given".into()),
+        "SKIPLOCK_BIND" | "SKIPLOCK_METRICS_BIND" => Some("127.0.0.1:0".into()),
+        _ => None,
+    })
+    .expect("test settings are valid");
+    settings.limits = limits;
+    settings.activity_flush_every = Duration::from_millis(200);
     let stop = CancellationToken::new();
-    tokio::spawn(app.run_until_stopped(stop.clone()));
-    let (flush_pool, flush_stop) = (pool.clone(), stop.clone());
-    tokio::spawn(async move { activity.run(flush_pool, Duration::from_millis(200), flush_stop).await });
+    let node = Node::start(&settings, &[Role::Api], node_pool, stop.clone()).await.expect("the node starts");
+    let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
+    let metrics = node.shared.metrics.clone();
+    tokio::spawn(node.wait());
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
     TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
 }
@@ -257,16 +259,14 @@ pub async fn observed_dispatcher(
     guard: skiplock::dispatch::guard::AddressGuard,
     metrics: std::sync::Arc<skiplock::metrics::Metrics>,
 ) -> skiplock::dispatch::Dispatcher {
-    use skiplock::dispatch::{client::WebhookClient, DispatchSettings, Dispatcher};
-    let signer = skiplock::queue::lease::Signer::new(skiplock::store::server_key(pool).await.unwrap());
-    let settings = DispatchSettings {
+    let settings = skiplock::dispatch::DispatchSettings {
         timeout,
         refresh_every: Duration::from_millis(100),
         shutdown_grace: Duration::from_millis(200),
-        ..DispatchSettings::default()
+        ..Default::default()
     };
-    let activity = std::sync::Arc::new(skiplock::activity::Activity::new(metrics));
-    Dispatcher::new(pool.clone(), signer, WebhookClient::new(guard, timeout, 64), settings, activity)
+    let shared = skiplock::startup::Shared::with_metrics(pool.clone(), metrics);
+    skiplock::startup::dispatcher(&shared, settings, guard).await.expect("the dispatcher builds")
 }
 
 /// The dispatcher's view of a consumer created over the API.

@@ -1,0 +1,53 @@
+//! Database set-up: how the service's pools are built, the migrations, and the readiness check.
+//! Below everything that uses a connection, so the publisher and the API depend on it, not on startup.
+
+use std::time::Duration;
+
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, Executor, PgPool};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A pool of `size` connections to `url`.
+pub async fn connect(url: &str, size: u32) -> Result<PgPool, sqlx::Error> {
+    pool_options(size).connect(url).await
+}
+
+/// A connection idle for longer than this is checked with a round trip before use: the database may
+/// have restarted meanwhile.
+pub const CHECK_IDLE_CONNECTIONS_AFTER: Duration = Duration::from_secs(1);
+
+/// How the service's pools are built.
+pub fn pool_options(size: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(size)
+        // While the database is unreachable, requests fail with a 503 after this long.
+        .acquire_timeout(Duration::from_secs(3))
+        // No idle or lifetime reaping: sqlx 0.8's reaper task can spin forever at 100% CPU after its
+        // idle count races below zero between threads (launchbadge/sqlx#3645, seen here in a test).
+        // Connections are few and long-lived anyway.
+        .idle_timeout(None)
+        .max_lifetime(None)
+        // sqlx checks a connection with a round trip before handing it out, by default every time: a
+        // round trip more per statement. Only a connection idle for a while (the database may have
+        // restarted meanwhile) is checked; a broken busy one fails its statement and is then dropped
+        // (sqlx checks every connection given back).
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for > CHECK_IDLE_CONNECTIONS_AFTER {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
+        // No JIT compilation: every statement here is short, but the planner overestimates a few
+        // (the queue gauges' walk over each queue's leased and delayed messages), and compiling those
+        // took 0.5 to 0.8 s a time under load, more than running them.
+        .after_connect(|conn, _| Box::pin(async move { conn.execute("set jit = off").await.map(|_| ()) }))
+}
+
+/// The readiness check: the database answers a trivial statement.
+pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
+    sqlx::query("select 1").execute(pool).await.map(|_| ())
+}
