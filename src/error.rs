@@ -1,122 +1,149 @@
-//! `ApiError`: the one table of error kind -> HTTP status -> Cloudflare code, and the envelope every
-//! failure is answered with. Internal causes are logged, never shown to the client.
+//! `ApiError`: what went wrong (a `Kind`) and a message that says what to fix. `Kind::row` is the one
+//! table of kind -> HTTP status, Cloudflare code and whether a retry can help; call sites name a kind,
+//! never a number. Internal causes are logged, never shown to the client.
 
 use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// Bad input the caller can fix: a 400 with a Cloudflare code where one fits.
-    #[error("{message}")]
-    BadRequest { code: u32, message: String },
-    #[error("{0}")]
-    PayloadTooLarge(String, u32),
-    /// A rate limit or a full queue: retry after this many seconds.
-    #[error("{0}")]
-    TooManyRequests(String, u64),
-    #[error("{0}")]
-    RequestTimeout(String),
-    #[error("{0}")]
-    Unauthorized(String),
-    #[error("{0}")]
-    Forbidden(String),
+/// Every kind of failure the API answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    InvalidInput,
+    MalformedJson,
+    InvalidDelay,
+    MalformedQueueId,
+    /// A malformed consumer or token id in the path.
+    MalformedObjectId,
+    MessageTooLarge,
+    BatchTooLarge,
+    TooManyMessages,
+    Unauthorized,
+    MissingScope,
     /// A user-level endpoint asked with an account's token.
-    #[error("Valid user-level authentication not found: this token belongs to an account, not a user")]
     NotAUserToken,
-    #[error("{0}")]
-    QuotaExceeded(String),
-    #[error("{0}")]
-    MethodNotAllowed(String),
-    #[error("{0}")]
-    NotFound(String, u32),
-    /// A conflict that retrying cannot fix (a duplicate name, a second consumer).
-    #[error("{0}")]
-    Conflict(String, u32),
-    /// A conflict that may clear by itself (a paused queue).
-    #[error("{0}")]
-    ConflictRetryable(String, u32),
-    /// The database cannot be reached or is shutting down, or a transaction lost a conflict:
-    /// nothing was applied and a retry will do.
-    #[error("the database is unavailable; retry shortly")]
-    Unavailable(String),
-    #[error("internal error")]
-    Internal(#[source] anyhow::Error),
+    QueueQuota,
+    QueueNotFound,
+    /// Another object of the account (a consumer, a token) that does not exist.
+    NotFound,
+    /// A path no route serves.
+    NoRoute,
+    /// A path naming another account or a malformed account id.
+    NoRouteToObject,
+    MethodNotAllowed,
+    BodyTimeout,
+    DuplicateQueueName,
+    ConsumerExists,
+    NoPullConsumer,
+    DeliveryPaused,
+    RateLimited,
+    QueueFull,
+    /// The database cannot be reached, is shutting down, or a transaction lost a conflict: nothing was
+    /// applied.
+    Unavailable,
+    Internal,
 }
 
-pub mod codes {
-    /// Cloudflare's routing codes: clients read 10000 as an authentication failure, so a path that is
-    /// not served answers these instead.
-    pub const NO_ROUTE: u32 = 7000;
-    pub const INVALID_OBJECT_ID: u32 = 7003;
-    /// What Cloudflare answers on user-level endpoints to a token owned by an account.
-    pub const NOT_A_USER_TOKEN: u32 = 9109;
-    pub const GENERIC: u32 = 10000;
-    pub const QUEUE_NOT_FOUND: u32 = 10104;
-    pub const UNAUTHORIZED: u32 = 10106;
-    pub const MALFORMED_ID: u32 = 10107;
-    pub const INVALID_DELAY: u32 = 10202;
-    pub const MESSAGE_TOO_LARGE: u32 = 10204;
-    pub const BATCH_TOO_LARGE: u32 = 10205;
-    pub const TOO_MANY_MESSAGES: u32 = 10206;
-    pub const INVALID_BODY: u32 = 10207;
-    pub const MALFORMED_JSON: u32 = 10208;
-    pub const DUPLICATE_NAME: u32 = 11009;
-    pub const DELIVERY_PAUSED: u32 = 11010;
-    pub const NO_PULL_CONSUMER: u32 = 11011;
-    pub const CONSUMER_EXISTS: u32 = 11012;
-    pub const RATE_LIMITED: u32 = 11013;
-    pub const QUOTA_EXCEEDED: u32 = 11014;
+/// One row of the table.
+pub struct Row {
+    pub status: StatusCode,
+    /// Cloudflare's error code.
+    pub code: u32,
+    /// The SDKs retry 408/409/429/5xx; answers that a retry cannot fix say so with `x-should-retry`.
+    pub retry_can_help: bool,
+}
+
+impl Kind {
+    pub fn row(self) -> Row {
+        use StatusCode as S;
+        let (status, code, retry_can_help) = match self {
+            Kind::InvalidInput => (S::BAD_REQUEST, 10207, false),
+            Kind::MalformedJson => (S::BAD_REQUEST, 10208, false),
+            Kind::InvalidDelay => (S::BAD_REQUEST, 10202, false),
+            Kind::MalformedQueueId => (S::BAD_REQUEST, 10107, false),
+            Kind::MalformedObjectId => (S::BAD_REQUEST, 7003, false),
+            Kind::MessageTooLarge => (S::PAYLOAD_TOO_LARGE, 10204, false),
+            Kind::BatchTooLarge => (S::PAYLOAD_TOO_LARGE, 10205, false),
+            Kind::TooManyMessages => (S::PAYLOAD_TOO_LARGE, 10206, false),
+            Kind::Unauthorized => (S::UNAUTHORIZED, 10106, false),
+            Kind::MissingScope => (S::FORBIDDEN, 10106, false),
+            Kind::NotAUserToken => (S::FORBIDDEN, 9109, false),
+            Kind::QueueQuota => (S::FORBIDDEN, 11014, false),
+            Kind::QueueNotFound => (S::NOT_FOUND, 10104, false),
+            Kind::NotFound => (S::NOT_FOUND, 10000, false),
+            Kind::NoRoute => (S::NOT_FOUND, 7000, false),
+            Kind::NoRouteToObject => (S::NOT_FOUND, 7003, false),
+            Kind::MethodNotAllowed => (S::METHOD_NOT_ALLOWED, 10000, false),
+            Kind::BodyTimeout => (S::REQUEST_TIMEOUT, 10000, true),
+            Kind::DuplicateQueueName => (S::CONFLICT, 11009, false),
+            Kind::ConsumerExists => (S::CONFLICT, 11012, false),
+            Kind::NoPullConsumer => (S::CONFLICT, 11011, false),
+            Kind::DeliveryPaused => (S::CONFLICT, 11010, true),
+            Kind::RateLimited => (S::TOO_MANY_REQUESTS, 11013, true),
+            Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
+            Kind::Unavailable => (S::SERVICE_UNAVAILABLE, 10000, true),
+            Kind::Internal => (S::INTERNAL_SERVER_ERROR, 10000, true),
+        };
+        Row { status, code, retry_can_help }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: Kind,
+    /// Shown to the client.
+    pub message: String,
+    /// Seconds for the `Retry-After` header.
+    pub retry_after: Option<u64>,
+    /// Logged, never shown.
+    cause: Option<anyhow::Error>,
 }
 
 impl ApiError {
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::BadRequest { code: codes::INVALID_BODY, message: message.into() }
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into(), retry_after: None, cause: None }
     }
-    pub fn bad_request_code(code: u32, message: impl Into<String>) -> Self {
-        Self::BadRequest { code, message: message.into() }
+
+    /// Bad input the caller can fix.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Kind::InvalidInput, message)
     }
+
     pub fn queue_not_found() -> Self {
-        Self::NotFound("queue not found".into(), codes::QUEUE_NOT_FOUND)
+        Self::new(Kind::QueueNotFound, "queue not found")
     }
+
     pub fn not_found(what: &str) -> Self {
-        Self::NotFound(format!("{what} not found"), codes::GENERIC)
+        Self::new(Kind::NotFound, format!("{what} not found"))
     }
+
     /// Cloudflare's answer to a path whose identifier is malformed or names nothing this token can see.
     pub fn no_route_to(path: &str) -> Self {
-        Self::NotFound(
+        Self::new(
+            Kind::NoRouteToObject,
             format!("Could not route to {path}, perhaps your object identifier is invalid?"),
-            codes::INVALID_OBJECT_ID,
         )
     }
 
-    fn code(&self) -> u32 {
-        match self {
-            Self::BadRequest { code, .. } => *code,
-            Self::PayloadTooLarge(_, code)
-            | Self::NotFound(_, code)
-            | Self::Conflict(_, code)
-            | Self::ConflictRetryable(_, code) => *code,
-            Self::Unauthorized(_) | Self::Forbidden(_) => codes::UNAUTHORIZED,
-            Self::NotAUserToken => codes::NOT_A_USER_TOKEN,
-            Self::TooManyRequests(..) => codes::RATE_LIMITED,
-            Self::QuotaExceeded(_) => codes::QUOTA_EXCEEDED,
-            Self::MethodNotAllowed(_) => codes::GENERIC,
-            Self::RequestTimeout(_) => codes::GENERIC,
-            Self::Unavailable(_) | Self::Internal(_) => codes::GENERIC,
-        }
+    pub fn unavailable(cause: impl std::fmt::Display) -> Self {
+        let mut err = Self::new(Kind::Unavailable, "the database is unavailable; retry shortly").after(1);
+        err.cause = Some(anyhow::anyhow!("{cause}"));
+        err
     }
 
-    /// The SDKs retry 408/409/429/5xx; answers that a retry cannot fix say so.
-    fn retry_cannot_help(&self) -> bool {
-        !matches!(
-            self,
-            Self::ConflictRetryable(..)
-                | Self::TooManyRequests(..)
-                | Self::RequestTimeout(_)
-                | Self::Unavailable(_)
-                | Self::Internal(_)
-        )
+    pub fn internal(cause: anyhow::Error) -> Self {
+        Self { cause: Some(cause), ..Self::new(Kind::Internal, "internal error") }
+    }
+
+    /// Asks the client to wait this many seconds (at least one) before retrying.
+    pub fn after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds.max(1));
+        self
+    }
+
+    pub fn code(&self) -> u32 {
+        self.kind.row().code
     }
 }
 
@@ -130,7 +157,7 @@ impl From<crate::publisher::PublishError> for ApiError {
     fn from(err: crate::publisher::PublishError) -> Self {
         match err {
             crate::publisher::PublishError::Database(db) => Self::from_database(&db),
-            crate::publisher::PublishError::Stopped => Self::Unavailable("the service is shutting down".into()),
+            crate::publisher::PublishError::Stopped => Self::unavailable("the service is shutting down"),
         }
     }
 }
@@ -141,21 +168,20 @@ impl ApiError {
             sqlx::Error::Database(db) => db.code().map(|c| c.into_owned()),
             _ => None,
         };
-        let unavailable = || Self::Unavailable(err.to_string());
         match (err, sqlstate.as_deref()) {
             (
                 sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed,
                 _,
-            ) => unavailable(),
+            ) => Self::unavailable(err),
             // Serialization failures and deadlocks: nothing was applied and a retry will succeed.
-            (_, Some("40001" | "40P01")) => unavailable(),
+            (_, Some("40001" | "40P01")) => Self::unavailable(err),
             // The database shutting down or starting (admin_shutdown, crash_shutdown, cannot_connect_now).
-            (_, Some("57P01" | "57P02" | "57P03")) => unavailable(),
+            (_, Some("57P01" | "57P02" | "57P03")) => Self::unavailable(err),
             // Text PostgreSQL cannot store, such as a NUL character.
             (_, Some("22021" | "22P05")) => {
-                Self::bad_request("text in the request cannot be stored: NUL characters are not allowed")
+                Self::invalid("text in the request cannot be stored: NUL characters are not allowed")
             }
-            _ => Self::Internal(anyhow::anyhow!("database error: {err}")),
+            _ => Self::internal(anyhow::anyhow!("database error: {err}")),
         }
     }
 }
@@ -165,12 +191,11 @@ impl From<crate::store::StoreError> for ApiError {
         use crate::store::StoreError;
         match err {
             StoreError::DuplicateQueueName(name) => {
-                Self::Conflict(format!("a queue named '{name}' already exists in this account"), codes::DUPLICATE_NAME)
+                Self::new(Kind::DuplicateQueueName, format!("a queue named '{name}' already exists in this account"))
             }
-            StoreError::ConsumerExists => Self::Conflict(
-                "this queue already has a consumer; delete it before adding another".into(),
-                codes::CONSUMER_EXISTS,
-            ),
+            StoreError::ConsumerExists => {
+                Self::new(Kind::ConsumerExists, "this queue already has a consumer; delete it before adding another")
+            }
             StoreError::QueueGone => Self::queue_not_found(),
             StoreError::Database(db) => db.into(),
         }
@@ -179,43 +204,26 @@ impl From<crate::store::StoreError> for ApiError {
 
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
-        match self {
-            Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::PayloadTooLarge(..) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::TooManyRequests(..) => StatusCode::TOO_MANY_REQUESTS,
-            Self::RequestTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            Self::Forbidden(_) | Self::QuotaExceeded(_) | Self::NotAUserToken => StatusCode::FORBIDDEN,
-            Self::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            Self::NotFound(..) => StatusCode::NOT_FOUND,
-            Self::Conflict(..) | Self::ConflictRetryable(..) => StatusCode::CONFLICT,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        }
+        self.kind.row().status
     }
 
     fn error_response(&self) -> HttpResponse {
-        match self {
-            Self::Internal(cause) => tracing::error!(error = ?cause, "request failed"),
-            Self::Unavailable(cause) => tracing::warn!(error = %cause, "database unavailable"),
+        match (self.kind, &self.cause) {
+            (Kind::Internal, Some(cause)) => tracing::error!(error = ?cause, "request failed"),
+            (Kind::Unavailable, Some(cause)) => tracing::warn!(error = %cause, "database unavailable"),
             _ => {}
         }
-        let mut response = HttpResponse::build(self.status_code());
-        if self.retry_cannot_help() {
+        let row = self.kind.row();
+        let mut response = HttpResponse::build(row.status);
+        if !row.retry_can_help {
             response.insert_header(("x-should-retry", "false"));
         }
-        match self {
-            Self::Unavailable(_) => {
-                response.insert_header((header::RETRY_AFTER, "1"));
-            }
-            Self::TooManyRequests(_, seconds) => {
-                response.insert_header((header::RETRY_AFTER, seconds.max(&1).to_string()));
-            }
-            _ => {}
+        if let Some(seconds) = self.retry_after {
+            response.insert_header((header::RETRY_AFTER, seconds.to_string()));
         }
         response.json(json!({
             "success": false,
-            "errors": [{"code": self.code(), "message": self.to_string()}],
+            "errors": [{"code": row.code, "message": self.message}],
             "messages": [],
             "result": null,
         }))
@@ -223,3 +231,20 @@ impl ResponseError for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_4xx_but_the_retryable_ones_says_not_to_retry() {
+        let retryable = [Kind::BodyTimeout, Kind::DeliveryPaused, Kind::RateLimited, Kind::QueueFull];
+        for kind in [Kind::InvalidInput, Kind::QueueNotFound, Kind::DuplicateQueueName, Kind::NoRoute] {
+            assert!(!kind.row().retry_can_help, "{kind:?}");
+        }
+        for kind in retryable {
+            assert!(kind.row().status.is_client_error() && kind.row().retry_can_help, "{kind:?}");
+        }
+        assert!(Kind::Unavailable.row().retry_can_help && Kind::Internal.row().retry_can_help);
+    }
+}

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::envelope::{ok, ok_list, ResultInfo};
 use super::views::timestamp;
 use crate::auth::{Authed, TokenOnly};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
 use crate::state::AppState;
 use crate::store::{self, accounts::AccountRow};
@@ -47,7 +47,7 @@ async fn own_account(state: &AppState, account: AccountId) -> ApiResult<AccountR
     // The token was just verified, so its account exists unless it was deleted a moment ago.
     store::accounts::get(&state.pool, account)
         .await?
-        .ok_or_else(|| ApiError::Unauthorized("invalid or revoked API token".into()))
+        .ok_or_else(|| ApiError::new(Kind::Unauthorized, "invalid or revoked API token"))
 }
 
 fn one_item() -> ResultInfo {
@@ -83,5 +83,8 @@ pub async fn memberships(state: Data, auth: Authed<TokenOnly>) -> ApiResult<Http
 /// `GET /user`: tokens here belong to accounts, and Cloudflare answers those with 9109 (wrangler's
 /// `whoami` expects it and then lists the memberships).
 pub async fn user(_auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
-    Err(ApiError::NotAUserToken)
+    Err(ApiError::new(
+        Kind::NotAUserToken,
+        "Valid user-level authentication not found: this token belongs to an account, not a user",
+    ))
 }

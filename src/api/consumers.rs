@@ -11,7 +11,7 @@ use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
 use super::queues::find_queue;
 use super::views::ConsumerView;
 use crate::auth::{Authed, QueuesRead, QueuesWrite};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, ConsumerId};
 use crate::queue::consumer::{parse_webhook_url, ConsumerKind, ConsumerSettings, ConsumerSettingsInput};
 use crate::queue::settings::QueueName;
@@ -49,17 +49,17 @@ fn validate(queue: &QueueRow, body: &ConsumerBody, kind: ConsumerKind, creating:
         Some(raw) => {
             let name = QueueName::parse("dead_letter_queue", raw)?;
             if name.as_str() == queue.name {
-                return Err(ApiError::bad_request("dead_letter_queue must be another queue than this one"));
+                return Err(ApiError::invalid("dead_letter_queue must be another queue than this one"));
             }
             name.as_str().to_owned()
         }
     };
     let url = match (kind, body.url.as_deref()) {
         (ConsumerKind::HttpPull, Some(_)) => {
-            return Err(ApiError::bad_request("url applies to webhook consumers only"));
+            return Err(ApiError::invalid("url applies to webhook consumers only"));
         }
         (ConsumerKind::Webhook, None) if creating => {
-            return Err(ApiError::bad_request("url is required for a webhook consumer"));
+            return Err(ApiError::invalid("url is required for a webhook consumer"));
         }
         (_, url) => url.map(parse_webhook_url).transpose()?,
     };
@@ -76,10 +76,13 @@ async fn ensure_dead_letter_queue(state: &AppState, account: AccountId, name: &s
     if known.is_empty() {
         let max = state.limits.max_queues_per_account;
         if store::queues::count(&state.pool, account).await? >= max {
-            return Err(ApiError::QuotaExceeded(format!(
-                "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
-                name.as_str()
-            )));
+            return Err(ApiError::new(
+                Kind::QueueQuota,
+                format!(
+                    "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
+                    name.as_str()
+                ),
+            ));
         }
         store::queues::ensure(&state.pool, account, &name).await?;
     }
@@ -100,8 +103,7 @@ pub async fn create(
 ) -> ApiResult<HttpResponse> {
     let account = auth.account_id();
     let queue = find_queue(&state, account, &path.1).await?;
-    let raw_kind =
-        body.0.kind.as_deref().ok_or_else(|| ApiError::bad_request("type is required: http_pull or webhook"))?;
+    let raw_kind = body.0.kind.as_deref().ok_or_else(|| ApiError::invalid("type is required: http_pull or webhook"))?;
     let kind = ConsumerKind::parse(raw_kind)?;
     let valid = validate(&queue, &body.0, kind, true)?;
     // Refuse a second consumer before making its dead-letter queue, so a refused request changes nothing.
@@ -132,7 +134,7 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String
 }
 
 async fn find_consumer(state: &AppState, account: AccountId, queue: &QueueRow, raw_id: &str) -> ApiResult<ConsumerRow> {
-    let id: ConsumerId = path_id(raw_id, codes::INVALID_OBJECT_ID)?;
+    let id: ConsumerId = path_id(raw_id, Kind::MalformedObjectId)?;
     store::consumers::get(&state.pool, account, queue.id, id).await?.ok_or_else(|| ApiError::not_found("consumer"))
 }
 
@@ -159,7 +161,7 @@ pub async fn update(
     let kind = current.kind();
     if let Some(raw) = body.0.kind.as_deref() {
         if ConsumerKind::parse(raw)? != kind {
-            return Err(ApiError::bad_request(format!(
+            return Err(ApiError::invalid(format!(
                 "a consumer's type cannot change (this one is {}); delete it and create another",
                 kind.as_str()
             )));
@@ -185,7 +187,7 @@ pub async fn delete(
     path: web::Path<(String, String, String)>,
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    let id: ConsumerId = path_id(&path.2, codes::INVALID_OBJECT_ID)?;
+    let id: ConsumerId = path_id(&path.2, Kind::MalformedObjectId)?;
     if !store::consumers::delete(&state.pool, auth.account_id(), queue.id, id).await? {
         return Err(ApiError::not_found("consumer"));
     }
@@ -201,7 +203,7 @@ pub async fn rotate_secret(
     let queue = find_queue(&state, account, &path.1).await?;
     let consumer = find_consumer(&state, account, &queue, &path.2).await?;
     if consumer.kind() != ConsumerKind::Webhook {
-        return Err(ApiError::bad_request("only webhook consumers have a signing secret to rotate"));
+        return Err(ApiError::invalid("only webhook consumers have a signing secret to rotate"));
     }
     let secret = new_signing_secret();
     store::consumers::rotate_secret(&state.pool, account, queue.id, consumer.id, &secret, SECRET_GRACE_SECONDS).await?;

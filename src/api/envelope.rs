@@ -9,7 +9,7 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{codes, ApiError};
+use crate::error::{ApiError, Kind};
 use crate::queue::{Invalid, InvalidKind};
 
 /// The largest request body accepted: a full batch whose text is all six-byte `\u` escapes still fits.
@@ -79,12 +79,15 @@ impl FromRequest for RawBody {
         Box::pin(async move {
             // A client that sends its body too slowly holds a connection; cut it off.
             let bytes = tokio::time::timeout(BODY_TIMEOUT, bytes).await.map_err(|_| {
-                ApiError::RequestTimeout(format!("the request body took longer than {BODY_TIMEOUT:?} to arrive"))
+                ApiError::new(
+                    Kind::BodyTimeout,
+                    format!("the request body took longer than {BODY_TIMEOUT:?} to arrive"),
+                )
             })?;
             let bytes = bytes.map_err(|e| match e.as_error::<PayloadError>() {
                 Some(PayloadError::Overflow) => too_large(),
                 _ if e.to_string().contains("overflow") => too_large(),
-                _ => ApiError::bad_request(format!("could not read the request body: {e}")),
+                _ => ApiError::invalid(format!("could not read the request body: {e}")),
             })?;
             if bytes.iter().all(u8::is_ascii_whitespace) {
                 return Ok(RawBody(web::Bytes::from_static(b"{}")));
@@ -95,10 +98,7 @@ impl FromRequest for RawBody {
 }
 
 fn too_large() -> ApiError {
-    ApiError::PayloadTooLarge(
-        format!("the request body is larger than {MAX_REQUEST_BYTES} bytes"),
-        codes::BATCH_TOO_LARGE,
-    )
+    ApiError::new(Kind::BatchTooLarge, format!("the request body is larger than {MAX_REQUEST_BYTES} bytes"))
 }
 
 /// Decodes a request body in one pass when it is valid; only a body that fails is read again, to tell
@@ -114,16 +114,15 @@ pub fn decode<'a, T: Deserialize<'a>>(text: &'a [u8]) -> Result<T, ApiError> {
 }
 
 fn explain_failure<'a, T: Deserialize<'a>>(text: &'a [u8]) -> ApiError {
-    let malformed = |e: serde_json::Error| {
-        ApiError::bad_request_code(codes::MALFORMED_JSON, format!("malformed JSON in the request body: {e}"))
-    };
+    let malformed =
+        |e: serde_json::Error| ApiError::new(Kind::MalformedJson, format!("malformed JSON in the request body: {e}"));
     // Check the syntax of the whole body first, so a truncated document is reported as malformed
     // rather than as whatever type error the typed decoding meets first.
     if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(text) {
         return malformed(e);
     }
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return ApiError::bad_request("invalid request body: expected a JSON object");
+        return ApiError::invalid("invalid request body: expected a JSON object");
     }
     let mut de = serde_json::Deserializer::from_slice(text);
     match serde_path_to_error::deserialize::<_, T>(&mut de) {
@@ -131,8 +130,8 @@ fn explain_failure<'a, T: Deserialize<'a>>(text: &'a [u8]) -> ApiError {
             Err(e) => malformed(e),
             // The plain decoder refused what the path-tracking one took: report it plainly.
             Ok(()) => match serde_json::from_slice::<T>(text) {
-                Err(e) => ApiError::bad_request(format!("invalid request body: {e}")),
-                Ok(_) => ApiError::bad_request("invalid request body"),
+                Err(e) => ApiError::invalid(format!("invalid request body: {e}")),
+                Ok(_) => ApiError::invalid("invalid request body"),
             },
         },
         Err(err) => {
@@ -141,9 +140,9 @@ fn explain_failure<'a, T: Deserialize<'a>>(text: &'a [u8]) -> ApiError {
             if inner.is_syntax() || inner.is_eof() {
                 malformed(inner)
             } else if path == "." {
-                ApiError::bad_request(format!("invalid request body: {inner}"))
+                ApiError::invalid(format!("invalid request body: {inner}"))
             } else {
-                ApiError::bad_request(format!("invalid request body at {path}: {inner}"))
+                ApiError::invalid(format!("invalid request body at {path}: {inner}"))
             }
         }
     }
@@ -152,16 +151,16 @@ fn explain_failure<'a, T: Deserialize<'a>>(text: &'a [u8]) -> ApiError {
 impl From<Invalid> for ApiError {
     fn from(err: Invalid) -> Self {
         match err.kind {
-            InvalidKind::Value => ApiError::bad_request(err.message),
-            InvalidKind::Delay => ApiError::bad_request_code(codes::INVALID_DELAY, err.message),
-            InvalidKind::MessageTooLarge => ApiError::PayloadTooLarge(err.message, codes::MESSAGE_TOO_LARGE),
-            InvalidKind::BatchTooLarge => ApiError::PayloadTooLarge(err.message, codes::BATCH_TOO_LARGE),
-            InvalidKind::TooManyMessages => ApiError::PayloadTooLarge(err.message, codes::TOO_MANY_MESSAGES),
+            InvalidKind::Value => ApiError::invalid(err.message),
+            InvalidKind::Delay => ApiError::new(Kind::InvalidDelay, err.message),
+            InvalidKind::MessageTooLarge => ApiError::new(Kind::MessageTooLarge, err.message),
+            InvalidKind::BatchTooLarge => ApiError::new(Kind::BatchTooLarge, err.message),
+            InvalidKind::TooManyMessages => ApiError::new(Kind::TooManyMessages, err.message),
         }
     }
 }
 
 /// Parses an id from the path, answering 400 with the given code when it is malformed.
-pub fn path_id<T: std::str::FromStr<Err = crate::ids::MalformedId>>(raw: &str, code: u32) -> Result<T, ApiError> {
-    raw.parse().map_err(|e: crate::ids::MalformedId| ApiError::bad_request_code(code, e.to_string()))
+pub fn path_id<T: std::str::FromStr<Err = crate::ids::MalformedId>>(raw: &str, kind: Kind) -> Result<T, ApiError> {
+    raw.parse().map_err(|e: crate::ids::MalformedId| ApiError::new(kind, e.to_string()))
 }

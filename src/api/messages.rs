@@ -12,7 +12,7 @@ use super::envelope::{decode, ok, ApiJson, RawBody};
 use super::queues::{find_queue, queue_id};
 use crate::auth::{Authed, QueuesRead, QueuesReadWrite, QueuesWrite};
 use crate::delivery::{Answer, Settled};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, MessageId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS};
@@ -93,13 +93,11 @@ async fn store_batch(
     let max = state.limits.max_backlog_bytes_per_queue;
     let backlog = state.backlog.get(&state.pool, queue).await?;
     if backlog.bytes + bytes as i64 > max {
-        return Err(ApiError::TooManyRequests(
-            format!(
-                "the queue is full: its backlog holds {} of its {max} bytes; publish again once consumers catch up",
-                backlog.bytes
-            ),
-            10,
-        ));
+        let message = format!(
+            "the queue is full: its backlog holds {} of its {max} bytes; publish again once consumers catch up",
+            backlog.bytes
+        );
+        return Err(ApiError::new(Kind::QueueFull, message).after(10));
     }
     let keyed = prepared.iter().any(|m| m.idempotency_key.is_some());
     let duplicates = state.publisher.publish(account, queue, prepared).await?.ok_or_else(ApiError::queue_not_found)?;
@@ -140,14 +138,14 @@ pub async fn publish_batch(
     body: RawBody,
 ) -> ApiResult<HttpResponse> {
     let batch: PublishBatch = decode(&body.0)?;
-    let messages = batch.messages.as_deref().ok_or_else(|| ApiError::bad_request("messages is required"))?;
+    let messages = batch.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
     if messages.is_empty() {
-        return Err(ApiError::bad_request("messages must hold at least one message"));
+        return Err(ApiError::invalid("messages must hold at least one message"));
     }
     if messages.len() > message::MAX_BATCH_MESSAGES {
-        return Err(ApiError::PayloadTooLarge(
+        return Err(ApiError::new(
+            Kind::TooManyMessages,
             format!("a batch may hold at most {} messages, got {}", message::MAX_BATCH_MESSAGES, messages.len()),
-            codes::TOO_MANY_MESSAGES,
         ));
     }
     let named: Vec<(Field, &PublishMessage)> = messages.iter().enumerate().map(|(i, m)| (Field::Batch(i), m)).collect();
@@ -186,16 +184,15 @@ pub async fn pull(
     let consumer =
         match &target.consumer {
             Some(c) if c.kind == ConsumerKind::HttpPull.as_str() => c,
-            _ => return Err(ApiError::Conflict(
-                "this queue has no http_pull consumer; create one with POST .../consumers {\"type\": \"http_pull\"}"
-                    .into(),
-                codes::NO_PULL_CONSUMER,
+            _ => return Err(ApiError::new(
+                Kind::NoPullConsumer,
+                "this queue has no http_pull consumer; create one with POST .../consumers {\"type\": \"http_pull\"}",
             )),
         };
     if target.delivery_paused {
-        return Err(ApiError::ConflictRetryable(
-            "queue_delivery_paused: delivery is paused for this queue; resume it by setting settings.delivery_paused to false".into(),
-            codes::DELIVERY_PAUSED,
+        return Err(ApiError::new(
+            Kind::DeliveryPaused,
+            "queue_delivery_paused: delivery is paused for this queue; resume it by setting settings.delivery_paused to false",
         ));
     }
     let limit = batch_size.unwrap_or(consumer.batch_size.into());
@@ -298,7 +295,7 @@ pub async fn ack(
     let account = auth.account_id();
     let request = body.0;
     if request.acks.len() + request.retries.len() > MAX_ACKS {
-        return Err(ApiError::bad_request(format!("at most {MAX_ACKS} acks and retries per request")));
+        return Err(ApiError::invalid(format!("at most {MAX_ACKS} acks and retries per request")));
     }
     // Validate everything before applying anything.
     for (i, r) in request.retries.iter().enumerate() {
@@ -411,9 +408,9 @@ pub async fn purge(
     path: web::Path<(String, String)>,
     body: ApiJson<PurgeRefs>,
 ) -> ApiResult<HttpResponse> {
-    let refs = body.0.refs.ok_or_else(|| ApiError::bad_request("refs is required: [{\"ref\": ...}] from a peek"))?;
+    let refs = body.0.refs.ok_or_else(|| ApiError::invalid("refs is required: [{\"ref\": ...}] from a peek"))?;
     if refs.len() > MAX_ACKS {
-        return Err(ApiError::bad_request(format!("at most {MAX_ACKS} refs per request")));
+        return Err(ApiError::invalid(format!("at most {MAX_ACKS} refs per request")));
     }
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
     let mut warnings: BTreeMap<String, &str> = BTreeMap::new();

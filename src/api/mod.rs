@@ -15,7 +15,7 @@ pub mod views;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
-use crate::error::{codes, ApiError};
+use crate::error::{ApiError, Kind};
 use crate::state::AppState;
 
 /// One path and its methods. GET routes answer HEAD too; any other method is a 405 that names the
@@ -91,7 +91,10 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
 
 async fn method_not_allowed(req: actix_web::HttpRequest, allowed: &'static [&'static str]) -> HttpResponse {
     let allow = allowed.join(", ");
-    let error = ApiError::MethodNotAllowed(format!("{} is not allowed on {}; use {allow}", req.method(), req.path()));
+    let error = ApiError::new(
+        Kind::MethodNotAllowed,
+        format!("{} is not allowed on {}; use {allow}", req.method(), req.path()),
+    );
     let mut response = actix_web::ResponseError::error_response(&error);
     response.headers_mut().insert(
         actix_web::http::header::ALLOW,
@@ -106,7 +109,7 @@ async fn openapi() -> HttpResponse {
 }
 
 pub async fn no_such_endpoint(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {
-    Err(ApiError::NotFound(format!("No route for that URI: {} {}", req.method(), req.path()), codes::NO_ROUTE))
+    Err(ApiError::new(Kind::NoRoute, format!("No route for that URI: {} {}", req.method(), req.path())))
 }
 
 async fn healthz() -> HttpResponse {

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
 use super::views::{timestamp, QueueView};
 use crate::auth::{Authed, QueuesRead, QueuesWrite};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, QueueId};
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings, QueueSettingsInput};
 use crate::state::AppState;
@@ -17,7 +17,7 @@ use crate::store::{self, queues::QueueRow};
 type Data = web::Data<AppState>;
 
 pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
-    let id = path_id(raw, codes::MALFORMED_ID)?;
+    let id = path_id(raw, Kind::MalformedQueueId)?;
     tracing::Span::current().record("queue_id", tracing::field::display(id));
     Ok(id)
 }
@@ -44,15 +44,16 @@ pub struct CreateQueue {
 
 pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<CreateQueue>) -> ApiResult<HttpResponse> {
     let body = body.0;
-    let raw_name = body.queue_name.ok_or_else(|| ApiError::bad_request("queue_name is required"))?;
+    let raw_name = body.queue_name.ok_or_else(|| ApiError::invalid("queue_name is required"))?;
     let name = QueueName::parse("queue_name", &raw_name)?;
     let settings = QueueSettings::default().apply(&body.settings)?;
     let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
     let max = state.limits.max_queues_per_account;
     if store::queues::count(&state.pool, auth.account_id()).await? >= max {
-        return Err(ApiError::QuotaExceeded(format!(
-            "this account has reached its quota of {max} queues; delete one before creating another"
-        )));
+        return Err(ApiError::new(
+            Kind::QueueQuota,
+            format!("this account has reached its quota of {max} queues; delete one before creating another"),
+        ));
     }
     let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings, jurisdiction).await?;
     Ok(ok(QueueView::new(&queue, &[])))
@@ -61,18 +62,18 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
 fn positive(field: &str, raw: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
     match raw {
         None => Ok(default),
-        Some(text) => {
-            text.parse::<i64>().ok().filter(|v| (1..=max).contains(v)).ok_or_else(|| {
-                ApiError::bad_request(format!("{field} must be an integer from 1 to {max}, got {text:?}"))
-            })
-        }
+        Some(text) => text
+            .parse::<i64>()
+            .ok()
+            .filter(|v| (1..=max).contains(v))
+            .ok_or_else(|| ApiError::invalid(format!("{field} must be an integer from 1 to {max}, got {text:?}"))),
     }
 }
 
 pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpRequest) -> ApiResult<HttpResponse> {
     // `name` may repeat, so the query is read as pairs rather than into a struct.
     let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|e| ApiError::bad_request(format!("invalid query string: {e}")))?;
+        .map_err(|e| ApiError::invalid(format!("invalid query string: {e}")))?;
     let param = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
     let page = positive("page", param("page"), 1, i64::from(i32::MAX))?;
     let per_page = positive("per_page", param("per_page"), 20, 1000)?;
@@ -141,7 +142,7 @@ async fn update(
     if let Some(raw) = &body.jurisdiction {
         let given = Jurisdiction::parse(raw)?;
         if queue.jurisdiction.as_deref() != Some(given.as_str()) {
-            return Err(ApiError::bad_request(
+            return Err(ApiError::invalid(
                 "jurisdiction is set when a queue is created and cannot change; create a new queue instead",
             ));
         }
@@ -208,7 +209,7 @@ pub async fn purge(
 ) -> ApiResult<HttpResponse> {
     let id = queue_id(&path.1)?;
     if body.0.delete_messages_permanently != Some(json!(true)) {
-        return Err(ApiError::bad_request(
+        return Err(ApiError::invalid(
             "a purge deletes every message for good; confirm with {\"delete_messages_permanently\": true}",
         ));
     }

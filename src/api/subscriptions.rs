@@ -13,7 +13,7 @@ pub async fn list(_auth: Authed<QueuesRead>) -> ApiResult<HttpResponse> {
 }
 
 pub async fn create(_auth: Authed<QueuesWrite>) -> ApiResult<HttpResponse> {
-    Err(ApiError::bad_request(
+    Err(ApiError::invalid(
         "event subscriptions are not supported: this server has no event sources (supported sources: none)",
     ))
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
 use super::views::timestamp;
 use crate::auth::{Authed, Scope, Token, TokenOnly, TokensWrite};
-use crate::error::{codes, ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, TokenId};
 use crate::state::AppState;
 use crate::store;
@@ -69,15 +69,15 @@ pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<Create
     let body = body.0;
     let name = body.name.unwrap_or_default();
     if name.trim().is_empty() || name.chars().count() > 120 || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request("name is required: 1-120 characters, no control characters"));
+        return Err(ApiError::invalid("name is required: 1-120 characters, no control characters"));
     }
-    let scopes = parse_scopes(body.scopes.as_deref().unwrap_or_default()).map_err(ApiError::bad_request)?;
+    let scopes = parse_scopes(body.scopes.as_deref().unwrap_or_default()).map_err(ApiError::invalid)?;
     // A token can only hand out what it holds itself.
     if let Some(extra) = scopes.iter().find(|s| !auth.principal.has(**s)) {
-        return Err(ApiError::Forbidden(format!(
-            "this token cannot grant the {} scope it does not hold itself",
-            extra.as_str()
-        )));
+        return Err(ApiError::new(
+            Kind::MissingScope,
+            format!("this token cannot grant the {} scope it does not hold itself", extra.as_str()),
+        ));
     }
     let (id, text) = issue(&state.pool, auth.account_id(), &name, &scopes).await?;
     let row = store::tokens::find_active(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("token"))?;
@@ -106,7 +106,7 @@ pub async fn revoke(
     auth: Authed<TokensWrite>,
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
-    let id: TokenId = path_id(&path.1, codes::INVALID_OBJECT_ID)?;
+    let id: TokenId = path_id(&path.1, Kind::MalformedObjectId)?;
     if !store::tokens::revoke(&state.pool, auth.account_id(), id).await? {
         return Err(ApiError::not_found("token"));
     }

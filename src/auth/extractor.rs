@@ -10,7 +10,7 @@ use actix_web::{http::header, web, FromRequest, HttpRequest};
 
 use super::token::Scope;
 use super::verifier::Principal;
-use crate::error::ApiError;
+use crate::error::{ApiError, Kind};
 use crate::ids::AccountId;
 use crate::limits::{Limits, RateLimiter};
 
@@ -68,13 +68,13 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
         let path = req.path().to_owned();
         Box::pin(async move {
             let text = bearer.ok_or_else(|| {
-                ApiError::Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'".into())
+                ApiError::new(Kind::Unauthorized, "missing bearer token: send 'Authorization: Bearer <token>'")
             })?;
             let principal = state
                 .verifier
                 .verify(&text)
                 .await?
-                .ok_or_else(|| ApiError::Unauthorized("invalid or revoked API token".into()))?;
+                .ok_or_else(|| ApiError::new(Kind::Unauthorized, "invalid or revoked API token"))?;
             if let Some(raw) = path_account {
                 // A malformed id and another account's id get the same answer, as for any object it cannot see.
                 if raw.parse::<AccountId>().ok() != Some(principal.account_id) {
@@ -83,21 +83,22 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
             }
             if let Some(missing) = R::SCOPES.iter().find(|s| !principal.has(**s)) {
                 let needed: Vec<_> = R::SCOPES.iter().map(|s| s.as_str()).collect();
-                return Err(ApiError::Forbidden(format!(
-                    "this token lacks the {} scope; this endpoint needs {}",
-                    missing.as_str(),
-                    needed.join(" and ")
-                )));
+                return Err(ApiError::new(
+                    Kind::MissingScope,
+                    format!(
+                        "this token lacks the {} scope; this endpoint needs {}",
+                        missing.as_str(),
+                        needed.join(" and ")
+                    ),
+                ));
             }
             tracing::Span::current().record("account_id", tracing::field::display(principal.account_id));
             if let Err(wait) = state.rate.take(principal.account_id) {
-                return Err(ApiError::TooManyRequests(
-                    format!(
-                        "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
-                        state.limits.rate_per_second
-                    ),
-                    wait.as_secs_f64().ceil() as u64,
-                ));
+                let message = format!(
+                    "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
+                    state.limits.rate_per_second
+                );
+                return Err(ApiError::new(Kind::RateLimited, message).after(wait.as_secs_f64().ceil() as u64));
             }
             Ok(Self { principal, _requirement: PhantomData })
         })
