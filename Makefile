@@ -53,14 +53,14 @@ test: venv
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --workspace --quiet -- --test-threads=6
 
-# Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (README: Benchmarks).
+# Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (docs/benchmarks.md).
 latency:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
 
 # W1-W5 side by side with the raw SQL ceiling and pgmq, each on a private cluster of its own
-# (README: Benchmarks). bench-quick runs in under 3 minutes; bench takes about an hour.
+# (docs/benchmarks.md). bench-quick runs in under 3 minutes; bench takes about an hour.
 bench:
 	@cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench suite
@@ -84,7 +84,8 @@ fuzz:
 	@scripts/fuzz.sh $${FUZZ_SECONDS:-60}
 
 lint:
-	@cargo fmt --all -- --check
+	@python3 scripts/check-doc-links.py
+	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 db-up:

@@ -1,4 +1,4 @@
-// Makes docs/dashboard.png, the README's picture of the dashboard: a queue page with a few minutes
+// Makes docs/dashboard.png, the picture in docs/dashboard.md: a queue page with a few minutes
 // of live traffic in its charts. Not a test (the test is dashboard.test.mjs); run it by hand when
 // the dashboard's look changes, against a server with an empty account of its own:
 //
