@@ -193,7 +193,7 @@ pub async fn metrics(
 ) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, auth.account_id(), &path.1).await?;
     let backlog = store::counts::backlog(&state.pool, queue.id).await?;
-    Ok(ok(super::messages::BacklogMetrics::from(&backlog)))
+    Ok(ok(super::views::BacklogMetrics::from(&backlog)))
 }
 
 #[derive(Deserialize)]

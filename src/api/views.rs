@@ -8,7 +8,7 @@ use crate::ids::{ConsumerId, QueueId};
 use crate::queue::consumer::ConsumerKind;
 use crate::queue::settings::QueueSettings;
 use crate::store::consumers::ConsumerRow;
-use crate::store::queues::QueueRow;
+use crate::store::queues::{Backlog, QueueRow};
 
 pub fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
@@ -83,6 +83,24 @@ impl ConsumerView {
             settings: settings_json,
             url: row.url.clone(),
             signing_secret: None,
+        }
+    }
+}
+
+/// Backlog figures as publish and pull answers carry them.
+#[derive(Serialize)]
+pub struct BacklogMetrics {
+    backlog_count: i64,
+    backlog_bytes: i64,
+    oldest_message_timestamp_ms: i64,
+}
+
+impl From<&Backlog> for BacklogMetrics {
+    fn from(backlog: &Backlog) -> Self {
+        BacklogMetrics {
+            backlog_count: backlog.count,
+            backlog_bytes: backlog.bytes,
+            oldest_message_timestamp_ms: backlog.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
         }
     }
 }

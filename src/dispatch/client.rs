@@ -22,10 +22,19 @@ pub enum Reply {
     Answered { status: u16, retry_after: Option<u64>, body: Vec<u8>, truncated: bool },
     /// No usable answer. `kind` is the metrics outcome: refused (the address guard), timeout or
     /// connect_error.
-    Failed { kind: &'static str, reason: String },
+    Failed { kind: Failure, reason: String },
 }
 
-fn failed(kind: &'static str, reason: String) -> Reply {
+/// Why no answer came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    Timeout,
+    ConnectError,
+    /// The address guard refused the destination.
+    Refused,
+}
+
+fn failed(kind: Failure, reason: String) -> Reply {
     Reply::Failed { kind, reason }
 }
 
@@ -79,7 +88,7 @@ impl WebhookClient {
     pub async fn post(&self, url: &str, headers: &[(&str, String)], body: Vec<u8>) -> Reply {
         let url = match reqwest::Url::parse(url) {
             Ok(url) => url,
-            Err(e) => return failed("connect_error", format!("invalid url: {e}")),
+            Err(e) => return failed(Failure::ConnectError, format!("invalid url: {e}")),
         };
         // IP literals never reach the resolver; check them here.
         let literal: Option<IpAddr> = match url.host() {
@@ -89,7 +98,7 @@ impl WebhookClient {
         };
         if let Some(ip) = literal {
             if !self.guard.permits(ip) {
-                return failed("refused", format!("{ip} is an address webhooks may not reach"));
+                return failed(Failure::Refused, format!("{ip} is an address webhooks may not reach"));
             }
         }
         let mut request = reqwest::Request::new(reqwest::Method::POST, url);
@@ -111,11 +120,11 @@ impl WebhookClient {
             Err(e) => {
                 let reason = describe(&*e);
                 let kind = if e.is::<tower::timeout::error::Elapsed>() {
-                    "timeout"
+                    Failure::Timeout
                 } else if reason.contains("may not reach") {
-                    "refused"
+                    Failure::Refused
                 } else {
-                    "connect_error"
+                    Failure::ConnectError
                 };
                 return failed(kind, reason);
             }
@@ -142,8 +151,8 @@ impl WebhookClient {
         .await;
         match read {
             Ok(Ok(())) => Reply::Answered { status, retry_after, body, truncated },
-            Ok(Err(e)) => failed("connect_error", format!("reading the answer failed: {}", describe(&e))),
-            Err(_) => failed("timeout", "reading the answer timed out".into()),
+            Ok(Err(e)) => failed(Failure::ConnectError, format!("reading the answer failed: {}", describe(&e))),
+            Err(_) => failed(Failure::Timeout, "reading the answer timed out".into()),
         }
     }
 }

@@ -7,26 +7,26 @@
 
 pub mod client;
 pub mod guard;
+mod outcome;
+mod payload;
 pub mod signature;
 mod worker;
 
-use std::collections::HashMap;
+use outcome::Reading;
+pub use outcome::{Outcome, OutcomeKind};
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use serde::Serialize;
-use serde_json::value::RawValue;
 use sqlx::PgPool;
 
 use crate::activity::Activity;
 use crate::delivery::{Answer, Delivery, Route, RouteSettings};
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
-use crate::queue::answer::{self, Decision};
+use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
-use crate::queue::message::{ContentType, PulledBody};
-use crate::queue::settings::MAX_DELAY_SECONDS;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{SlotRequest, StoredMessage};
 use crate::store::{self};
@@ -110,18 +110,6 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
     }
 }
 
-/// What one delivery came to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Outcome {
-    /// ok, http_error, timeout, connect_error, refused or invalid_answer.
-    pub kind: &'static str,
-    pub delivered: usize,
-    pub acked: usize,
-    pub retried: usize,
-    /// Why the whole batch was retried, when it was.
-    pub failure: Option<String>,
-}
-
 /// A claimed batch, with the route it was claimed by, the slot it holds and the secrets its claim read.
 pub struct Batch {
     pub messages: Vec<StoredMessage>,
@@ -188,7 +176,7 @@ impl Dispatcher {
 
     /// POSTs the batch, applies the answer and gives the slot back.
     pub async fn deliver(&self, c: &WebhookConsumer, batch: Batch) -> Outcome {
-        let (body, ids) = self.payload(c, &batch.messages);
+        let (body, ids) = payload::encode(&self.signer, c, &batch.messages);
         let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
         let timestamp = Utc::now().timestamp();
         // The claim's own reading of the secrets: the cached consumer may predate a rotation.
@@ -206,8 +194,8 @@ impl Dispatcher {
         let elapsed = started.elapsed().as_secs_f64();
         metrics.batches_in_flight.dec();
         let outcome = self.settle(c, &batch, &ids, reply).await;
-        metrics.deliveries.with_label_values(&[outcome.kind]).inc();
-        metrics.delivery_duration.with_label_values(&[outcome.kind]).observe(elapsed);
+        metrics.deliveries.with_label_values(&[outcome.kind.as_str()]).inc();
+        metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed);
         if let Some(slot) = batch.slot {
             if let Err(err) = store::dispatch::release_slot(&self.pool, c.id, slot).await {
                 tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
@@ -226,56 +214,11 @@ impl Dispatcher {
         }
     }
 
-    fn payload(&self, c: &WebhookConsumer, messages: &[StoredMessage]) -> (Vec<u8>, Vec<String>) {
-        let ids: Vec<String> = messages.iter().map(|m| m.id.to_string()).collect();
-        let items: Vec<DeliveredMessage<'_>> = messages
-            .iter()
-            .zip(&ids)
-            .map(|(m, id)| {
-                let content_type = ContentType::from_code(m.content_type);
-                let body = match content_type {
-                    // Stored JSON bodies are the JSON text the producer sent: embed it byte for byte.
-                    ContentType::Json => {
-                        WebhookBody::Json(std::str::from_utf8(&m.body).ok().and_then(|t| serde_json::from_str(t).ok()))
-                    }
-                    other => WebhookBody::Encoded(PulledBody { content_type: other, bytes: &m.body }),
-                };
-                DeliveredMessage {
-                    id,
-                    timestamp_ms: m.published_at.timestamp_millis(),
-                    attempts: m.attempts,
-                    content_type: content_type.as_str(),
-                    body,
-                    lease_id: self.signer.lease_id(c.queue_id, m.id, m.attempts),
-                }
-            })
-            .collect();
-        let delivery = Payload { queue: &c.queue_name, queue_id: c.queue_id, consumer_id: c.id, messages: items };
-        (serde_json::to_vec(&delivery).expect("a delivery serializes"), ids)
-    }
-
     /// Turns the reply into acks and retries and applies them.
     async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> Outcome {
         let messages = &batch.messages;
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let (kind, decisions, failure, floor): (_, HashMap<&str, Decision>, Option<String>, i64) = match reply {
-            Reply::Answered { status, truncated: true, .. } if (200..300).contains(&status) => (
-                "invalid_answer",
-                retry_all(&id_refs),
-                Some(format!("HTTP {status} with an answer over {} bytes", client::MAX_ANSWER_BYTES)),
-                0,
-            ),
-            Reply::Answered { status, body, .. } if (200..300).contains(&status) => match answer::parse(&body) {
-                Ok(actions) => ("ok", answer::resolve(actions.as_deref().unwrap_or_default(), &id_refs), None, 0),
-                Err(why) => ("invalid_answer", retry_all(&id_refs), Some(format!("HTTP {status} with {why}")), 0),
-            },
-            Reply::Answered { status: 429, retry_after, .. } => {
-                let wait = retry_after.map_or(0, |s| s.min(MAX_DELAY_SECONDS as u64) as i64);
-                ("http_error", retry_all(&id_refs), Some("HTTP 429".into()), wait)
-            }
-            Reply::Answered { status, .. } => ("http_error", retry_all(&id_refs), Some(format!("HTTP {status}")), 0),
-            Reply::Failed { kind, reason } => (kind, retry_all(&id_refs), Some(reason), 0),
-        };
+        let Reading { kind, decisions, failure, floor } = outcome::read(reply, &id_refs);
         let answers: Vec<Answer> = messages
             .iter()
             .zip(&id_refs)
@@ -301,36 +244,4 @@ impl Dispatcher {
         }
         outcome
     }
-}
-
-/// The body of a delivery request.
-#[derive(Serialize)]
-struct Payload<'a> {
-    queue: &'a str,
-    queue_id: QueueId,
-    consumer_id: ConsumerId,
-    messages: Vec<DeliveredMessage<'a>>,
-}
-
-#[derive(Serialize)]
-struct DeliveredMessage<'a> {
-    id: &'a str,
-    timestamp_ms: i64,
-    attempts: i32,
-    content_type: &'static str,
-    body: WebhookBody<'a>,
-    lease_id: String,
-}
-
-/// A body in a webhook delivery: `json` embedded as the JSON text the producer sent (null if it were
-/// ever unreadable), `text` as a string, `bytes` as base64.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum WebhookBody<'a> {
-    Json(Option<&'a RawValue>),
-    Encoded(PulledBody<'a>),
-}
-
-fn retry_all<'a>(ids: &[&'a str]) -> HashMap<&'a str, Decision> {
-    ids.iter().map(|id| (*id, Decision::Retry(None))).collect()
 }

@@ -1,0 +1,49 @@
+//! A message as pull and peek show it.
+
+use serde::Serialize;
+
+use crate::ids::MessageId;
+use crate::queue::message::{ContentType, PulledBody};
+use crate::store::messages::StoredMessage;
+
+/// A message as pull and peek show it; pull adds its lease id, peek its ref.
+#[derive(Serialize)]
+pub(super) struct MessageView<'a> {
+    id: MessageId,
+    body: PulledBody<'a>,
+    attempts: i32,
+    timestamp_ms: i64,
+    metadata: MessageMetadata,
+    #[serde(flatten)]
+    handle: Handle,
+}
+
+#[derive(Serialize)]
+pub(super) enum Handle {
+    #[serde(rename = "lease_id")]
+    Lease(String),
+    #[serde(rename = "ref")]
+    Ref(String),
+}
+
+#[derive(Serialize)]
+struct MessageMetadata {
+    #[serde(rename = "CF-Content-Type")]
+    content_type: &'static str,
+    #[serde(rename = "CF-sourceMessageSource")]
+    source: &'static str,
+}
+
+impl<'a> MessageView<'a> {
+    pub(super) fn of(m: &'a StoredMessage, handle: Handle) -> Self {
+        let content_type = ContentType::from_code(m.content_type);
+        MessageView {
+            id: m.id,
+            body: PulledBody { content_type, bytes: &m.body },
+            attempts: m.attempts,
+            timestamp_ms: m.published_at.timestamp_millis(),
+            metadata: MessageMetadata { content_type: content_type.as_str(), source: "api" },
+            handle,
+        }
+    }
+}
