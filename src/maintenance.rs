@@ -1,7 +1,7 @@
 //! Background upkeep every node runs: deleting messages past their queue's retention period, folding
 //! the queue count deltas, and vacuuming the message tables often. Claims and acks leave a dead row
 //! behind for every message; autovacuum visits a database at most once a minute, far too rarely for a
-//! queue, and claims slow down as they walk dead index entries (PERF-NOTES.md). The work is
+//! queue, and claims slow down as they walk dead index entries (docs/design-notes.md). The work is
 //! idempotent: sweeps claim rows with SKIP LOCKED, each count delta is folded by one fold, and a
 //! vacuum another node is running is skipped, so any number of nodes can run it.
 

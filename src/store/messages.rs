@@ -475,7 +475,7 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
 #[derive(Debug)]
 pub struct Acked {
     pub deleted: Deleted,
-    pub consumer_kind: Option<String>,
+    pub consumer_kind: Option<crate::queue::consumer::ConsumerKind>,
 }
 
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
@@ -487,7 +487,7 @@ pub async fn ack(
     queue: QueueId,
     ids: &[MessageId],
 ) -> Result<Option<Acked>, sqlx::Error> {
-    let rows: Vec<(Option<String>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
+    let rows: Vec<(Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
         "with target as (
              select q.id, (select c.kind from consumers c where c.queue_id = q.id) as kind
              from queues q where q.account_id = $1 and q.id = $2),
@@ -503,7 +503,7 @@ pub async fn ack(
     .fetch_all(db)
     .await?;
     let Some((consumer_kind, _, _)) = rows.first() else { return Ok(None) };
-    let consumer_kind = consumer_kind.clone();
+    let consumer_kind = *consumer_kind;
     // The queue's row comes back once with no message when nothing was deleted.
     let deleted = rows.into_iter().filter_map(|(_, id, size)| Some((id?, size?))).collect();
     Ok(Some(Acked { deleted, consumer_kind }))
