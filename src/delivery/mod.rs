@@ -157,7 +157,7 @@ impl Delivery {
             let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
             let gone = done.deleted;
             self.backlog.removed(queue, gone.ids.len(), gone.bytes);
-            let kind = route.map(|r| r.kind).or_else(|| done.consumer_kind);
+            let kind = route.map(|r| r.kind).or(done.consumer_kind);
             self.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
             settled.acked = gone.ids.into_iter().collect();
         }
