@@ -41,9 +41,8 @@ pub fn pool_options(size: u32) -> PgPoolOptions {
                 Ok(true)
             })
         })
-        // No JIT compilation: every statement here is short, but the planner overestimates a few
-        // (the queue gauges' walk over each queue's leased and delayed messages), and compiling those
-        // took 0.5 to 0.8 s a time under load, more than running them.
+        // No JIT compilation: every statement here is short, but the planner overestimates a few (the
+        // queue gauges' walk), and compiling those takes longer than running them.
         .after_connect(|conn, _| Box::pin(async move { conn.execute("set jit = off").await.map(|_| ()) }))
 }
 
