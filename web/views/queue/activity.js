@@ -14,10 +14,6 @@ export function forgetHistory() {
   history.clear();
 }
 
-export function forgetQueue(queueId) {
-  history.delete(queueId);
-}
-
 function sample(queueId, s) {
   const now = Date.now();
   const list = history.get(queueId) || [];
@@ -38,7 +34,10 @@ function count(v) {
   return Number.isInteger(v) ? num(v) : v.toFixed(1);
 }
 
-/** The activity card; update() with each stats answer, stale() when they stop coming, destroy() on leaving. */
+/**
+ * The activity card; update() with each stats answer, stale() when they stop coming, forget() when the
+ * queue is deleted, destroy() on leaving.
+ */
 export function createActivity({ queueId }) {
   const throughput = lineChart({
     label: 'Throughput over the last 10 minutes, messages per second',
@@ -99,10 +98,14 @@ export function createActivity({ queueId }) {
     live.classList.add('live-stale');
   }
 
+  function forget() {
+    history.delete(queueId);
+  }
+
   function destroy() {
     throughput.destroy();
     backlogChart.destroy();
   }
 
-  return { el, update, stale, destroy };
+  return { el, update, stale, forget, destroy };
 }
