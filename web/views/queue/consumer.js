@@ -1,0 +1,208 @@
+// The queue page's consumer card: the queue's one consumer (HTTP pull or webhook) shown, created,
+// edited or deleted; a webhook's signing secret shown once after create or rotate.
+
+import { h, append, field, notice, num, busy, duration, confirmDialog, secretBox } from '../../lib/dom.js';
+import { describe } from '../../lib/api.js';
+import { numberInput, readNumber } from './inputs.js';
+
+/** The consumer card; show(consumer or null) with the queue's; `refresh()` asks the page for fresh stats. */
+export function createConsumer({ api, ctx, queueId, refresh }) {
+  let consumer = null;
+  let secret = null; // {title, value} shown once after create / rotate
+  const consumerBody = h('div', { class: 'stack' });
+  const consumerMsg = notice();
+  const el = h('section', { class: 'card', 'aria-labelledby': 'consumer-title' },
+    h('div', { class: 'card-head' }, h('h2', { id: 'consumer-title' }, 'Consumer')), consumerMsg.el, consumerBody);
+
+  function consumerForm(existing) {
+    const isNew = !existing;
+    const settings = (existing && existing.settings) || {};
+    const typePull = h('input', { type: 'radio', name: `ctype-${queueId}`, value: 'http_pull', checked: !existing || existing.type === 'http_pull' });
+    const typeHook = h('input', { type: 'radio', name: `ctype-${queueId}`, value: 'webhook', checked: existing && existing.type === 'webhook' });
+    const typeSet = h('fieldset', { class: 'radios' }, h('legend', null, 'Type'),
+      h('label', { class: 'radio' }, typePull, h('span', null, h('strong', null, 'HTTP pull'), h('span', { class: 'muted' }, ' — your service pulls and acks over the API'))),
+      h('label', { class: 'radio' }, typeHook, h('span', null, h('strong', null, 'Webhook'), h('span', { class: 'muted' }, ' — skiplock POSTs batches to your URL'))));
+    const url = h('input', { type: 'url', placeholder: 'https://example.com/queue-hook', spellcheck: 'false', value: existing && existing.url ? existing.url : '' });
+    const dlq = h('input', { type: 'text', maxlength: '63', spellcheck: 'false', placeholder: 'none', value: existing ? existing.dead_letter_queue : '' });
+    const batch = numberInput({ min: '1', max: '100', value: settings.batch_size ?? '' });
+    const retries = numberInput({ min: '0', max: '100', placeholder: '3', value: settings.max_retries ?? '' });
+    const retryDelay = numberInput({ min: '0', max: '43200', placeholder: '0', value: settings.retry_delay ?? '' });
+    const visibility = numberInput({ min: '1', max: '43200000', placeholder: '30000', value: settings.visibility_timeout_ms ?? '' });
+    const maxWait = numberInput({ min: '0', max: '30000', placeholder: '5000', value: settings.max_wait_time_ms ?? '' });
+    const concurrency = numberInput({ min: '1', max: '1000', placeholder: 'server maximum', value: settings.max_concurrency ?? '' });
+    const fUrl = field('Webhook URL', url, { hint: 'http or https. skiplock signs each delivery (Standard Webhooks).', wide: true });
+    const fVisibility = field('Visibility timeout (ms)', visibility, { hint: 'Default lease for pulls. Default 30,000.' });
+    const fMaxWait = field('Max wait time (ms)', maxWait, { hint: '0 to 30,000. Default 5,000.' });
+    const fConcurrency = field('Max concurrency', concurrency, { hint: 'Batches in flight at once. Empty: the server maximum.' });
+    const batchHint = h('span');
+    const fBatch = field('Batch size', batch, { hint: batchHint });
+    const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, isNew ? 'Create consumer' : 'Save consumer');
+    const cancel = h('button', { type: 'button', class: 'btn' }, 'Cancel');
+    const kind = () => (existing ? existing.type : typeHook.checked ? 'webhook' : 'http_pull');
+    const sync = () => {
+      const hook = kind() === 'webhook';
+      fUrl.hidden = !hook;
+      fMaxWait.hidden = !hook;
+      fConcurrency.hidden = !hook;
+      fVisibility.hidden = hook;
+      batch.placeholder = hook ? '10' : '5';
+      batchHint.textContent = hook ? '1 to 100 messages per delivery. Default 10.' : '1 to 100; the default pull size. Default 5.';
+    };
+    typePull.addEventListener('change', sync);
+    typeHook.addEventListener('change', sync);
+    sync();
+    const form = h('form', { class: 'stack', novalidate: true, 'aria-label': isNew ? 'Create a consumer' : 'Edit the consumer' },
+      isNew ? typeSet : h('p', { class: 'muted' }, `Type: ${existing.type === 'webhook' ? 'Webhook' : 'HTTP pull'} (cannot change; delete the consumer and create another).`),
+      fUrl,
+      field('Dead-letter queue', dlq, { hint: 'A queue name; created if it does not exist. Empty: failed messages are deleted.', wide: true }),
+      h('div', { class: 'form-grid' },
+        fBatch,
+        field('Max retries', retries, { hint: '0 to 100. Default 3.' }),
+        field('Retry delay (seconds)', retryDelay, { hint: '0 to 43,200. Default 0.' }),
+        fVisibility, fMaxWait, fConcurrency),
+      h('div', { class: 'form-actions' }, submit, cancel));
+    cancel.addEventListener('click', () => render());
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      consumerMsg.clear();
+      try {
+        const type = kind();
+        const body = { type, dead_letter_queue: dlq.value.trim(), settings: {} };
+        const put = (key, input, label, min, max) => {
+          const v = readNumber(input, label, min, max);
+          if (v !== undefined) body.settings[key] = v;
+        };
+        if (type === 'webhook') {
+          const u = url.value.trim();
+          if (!/^https?:\/\/\S+$/i.test(u)) {
+            url.setAttribute('aria-invalid', 'true');
+            url.focus();
+            throw new Error('Enter the webhook URL, starting with http:// or https://.');
+          }
+          url.removeAttribute('aria-invalid');
+          body.url = u;
+        }
+        if (body.dead_letter_queue && !/^[a-z0-9-]{1,63}$/.test(body.dead_letter_queue)) {
+          dlq.focus();
+          throw new Error('The dead-letter queue is a queue name: lowercase letters, digits and hyphens.');
+        }
+        put('batch_size', batch, 'Batch size', 1, 100);
+        put('max_retries', retries, 'Max retries', 0, 100);
+        put('retry_delay', retryDelay, 'Retry delay', 0, 43200);
+        if (type === 'webhook') {
+          put('max_wait_time_ms', maxWait, 'Max wait time', 0, 30000);
+          put('max_concurrency', concurrency, 'Max concurrency', 1, 1000000);
+        } else {
+          put('visibility_timeout_ms', visibility, 'Visibility timeout', 1, 43200000);
+        }
+        const saved = await busy(submit, isNew ? 'Creating…' : 'Saving…', () =>
+          (isNew ? api.createConsumer(queueId, body) : api.updateConsumer(queueId, existing.consumer_id, body)));
+        if (ctx.signal.aborted) return;
+        consumer = saved;
+        if (saved.signing_secret) secret = { title: 'Webhook signing secret', value: saved.signing_secret };
+        ctx.toast(isNew ? 'Consumer created.' : 'Consumer saved.');
+        render();
+        refresh();
+      } catch (err) {
+        if (!ctx.signal.aborted) consumerMsg.show(err.name === 'ApiError' ? describe(err) : err.message);
+      }
+    });
+    return form;
+  }
+
+  function render(mode = 'view') {
+    consumerBody.replaceChildren();
+    if (mode === 'edit' || (mode === 'create' && !consumer)) {
+      consumerBody.append(consumerForm(mode === 'edit' ? consumer : null));
+      const first = consumerBody.querySelector('input, select');
+      if (first) first.focus();
+      return;
+    }
+    if (!consumer) {
+      const add = h('button', { type: 'button', class: 'btn btn-primary' }, 'Add a consumer');
+      add.addEventListener('click', () => {
+        consumerMsg.clear();
+        render('create');
+      });
+      consumerBody.append(
+        h('p', { class: 'muted' }, 'No consumer. Messages wait in the queue until one is attached (one consumer per queue).'),
+        h('div', null, add));
+      return;
+    }
+    const c = consumer;
+    const s = c.settings || {};
+    const rows = [
+      ['Type', c.type === 'webhook' ? 'Webhook (push)' : 'HTTP pull'],
+      c.type === 'webhook' ? ['URL', h('span', { class: 'break mono' }, c.url || '—')] : null,
+      ['Dead-letter queue', c.dead_letter_queue || h('span', { class: 'muted' }, 'none (messages are deleted after the last retry)')],
+      ['Batch size', num(s.batch_size)],
+      ['Max retries', num(s.max_retries)],
+      ['Retry delay', duration(s.retry_delay || 0)],
+      c.type === 'http_pull' ? ['Visibility timeout', `${num(s.visibility_timeout_ms)} ms`] : null,
+      c.type === 'webhook' ? ['Max wait time', `${num(s.max_wait_time_ms)} ms`] : null,
+      c.type === 'webhook' ? ['Max concurrency', s.max_concurrency == null ? 'server maximum' : num(s.max_concurrency)] : null,
+      ['Consumer ID', h('code', null, c.consumer_id)],
+    ].filter(Boolean);
+    const edit = h('button', { type: 'button', class: 'btn' }, 'Edit');
+    const rotate = c.type === 'webhook' ? h('button', { type: 'button', class: 'btn' }, 'Rotate secret…') : null;
+    const remove = h('button', { type: 'button', class: 'btn btn-danger-outline' }, 'Delete…');
+    edit.addEventListener('click', () => {
+      consumerMsg.clear();
+      secret = null;
+      render('edit');
+    });
+    if (rotate) {
+      rotate.addEventListener('click', async () => {
+        consumerMsg.clear();
+        const ok = await confirmDialog({
+          title: 'Rotate the signing secret?',
+          message: 'A new secret is created and shown once. The old one stays valid for 24 hours, and deliveries carry both signatures meanwhile.',
+          confirmLabel: 'Rotate secret',
+          danger: false,
+        });
+        if (!ok) return;
+        try {
+          const result = await busy(rotate, 'Rotating…', () => api.rotateSecret(queueId, c.consumer_id));
+          secret = { title: 'New webhook signing secret', value: result.signing_secret };
+          render();
+        } catch (err) {
+          if (!ctx.signal.aborted) consumerMsg.show(describe(err));
+        }
+      });
+    }
+    remove.addEventListener('click', async () => {
+      consumerMsg.clear();
+      const ok = await confirmDialog({
+        title: 'Delete the consumer?',
+        message: 'Messages stay in the queue; nothing is delivered until another consumer is attached.',
+        confirmLabel: 'Delete consumer',
+      });
+      if (!ok) return;
+      try {
+        await busy(remove, 'Deleting…', () => api.deleteConsumer(queueId, c.consumer_id));
+        consumer = null;
+        secret = null;
+        ctx.toast('Consumer deleted.');
+        render();
+      } catch (err) {
+        if (!ctx.signal.aborted) consumerMsg.show(describe(err));
+      }
+    });
+    append(consumerBody, [
+      secret ? secretBox({
+        title: secret.title,
+        label: 'Signing secret',
+        secret: secret.value,
+        note: 'Copy it now: it is shown only once. Your webhook receiver verifies signatures with it.',
+      }) : null,
+      h('dl', { class: 'props' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
+      h('div', { class: 'form-actions' }, edit, rotate, remove)]);
+  }
+
+  function show(next) {
+    consumer = next;
+    render();
+  }
+
+  return { el, show };
+}

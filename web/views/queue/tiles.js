@@ -1,0 +1,75 @@
+// The queue page's stat tiles (backlog, in flight, delayed, oldest message, dead-letter queue) and,
+// on a dead-letter queue, the note naming the queues its messages come from.
+
+import { h, append, num, bytes, age } from '../../lib/dom.js';
+
+function tile(label, extra) {
+  const value = h('span', { class: 'tile-value' }, '—');
+  const sub = h('span', { class: 'tile-sub' }, extra || '');
+  const el = h('div', { class: 'tile', role: 'group', 'aria-label': label }, h('span', { class: 'tile-label' }, label), value, sub);
+  return { el, value, sub };
+}
+
+/** The tiles and the sources note (both in `els`, in page order); update() with each stats answer. */
+export function createTiles() {
+  const tBacklog = tile('Backlog');
+  const tInFlight = tile('In flight', 'leased to a consumer');
+  const tDelayed = tile('Delayed', 'not yet deliverable');
+  const tOldest = tile('Oldest message');
+  const tDlq = tile('Dead-letter queue');
+  tBacklog.el.dataset.stat = 'backlog';
+  const sources = h('div', { class: 'callout', hidden: true, role: 'note' });
+  const els = [sources, h('div', { class: 'tiles' }, tBacklog.el, tInFlight.el, tDelayed.el, tOldest.el, tDlq.el)];
+
+  function update(s) {
+    tBacklog.value.textContent = num(s.backlog_count);
+    tBacklog.sub.textContent = s.backlog_count ? bytes(s.backlog_bytes) : 'empty';
+    tInFlight.value.textContent = num(s.in_flight_count);
+    tDelayed.value.textContent = num(s.delayed_count);
+    tOldest.value.textContent = s.oldest_message_timestamp_ms ? age(s.oldest_message_timestamp_ms) : '—';
+    tOldest.sub.textContent = s.oldest_message_timestamp_ms ? `since ${new Date(s.oldest_message_timestamp_ms).toLocaleTimeString()}` : 'no messages';
+    if (s.dead_letter_queue) {
+      const dlq = s.dead_letter_queue;
+      tDlq.value.textContent = num(s.dead_letter_backlog_count ?? 0);
+      const target = s.dead_letter_queue_id;
+      tDlq.sub.replaceChildren(target ? h('a', { href: `#/queues/${target}` }, dlq) : dlq);
+      tDlq.el.classList.toggle('tile-warning', (s.dead_letter_backlog_count ?? 0) > 0);
+    } else {
+      tDlq.value.textContent = '—';
+      tDlq.sub.textContent = 'none configured';
+      tDlq.el.classList.remove('tile-warning');
+    }
+    if (s.dead_letter_sources && s.dead_letter_sources.length) {
+      sources.hidden = false;
+      const links = s.dead_letter_sources.map((src, i) => [i ? ', ' : '', h('a', { href: `#/queues/${src.queue_id}` }, src.queue_name)]);
+      sources.replaceChildren();
+      append(sources, [h('strong', null, 'Dead-letter queue. '),
+        'Messages arrive here when a consumer of ', links,
+        ' has used up their retries. They keep their original ids and timestamps; peek them below.']);
+    } else {
+      sources.hidden = true;
+    }
+  }
+
+  return { els, update };
+}
+
+/**
+ * The stats name the dead-letter queue; this finds its id (one listing per page, not per poll) and
+ * sets it as `dead_letter_queue_id` for the tile's link.
+ */
+export function deadLetterResolver(api) {
+  const dlqIds = new Map();
+  return async function resolveDeadLetter(s) {
+    if (!s.dead_letter_queue) return;
+    if (!dlqIds.has(s.dead_letter_queue)) {
+      try {
+        const all = await api.allStats();
+        for (const other of all) dlqIds.set(other.queue_name, other.queue_id);
+      } catch {
+        // a link is a convenience: the name is shown either way
+      }
+    }
+    s.dead_letter_queue_id = dlqIds.get(s.dead_letter_queue);
+  };
+}
