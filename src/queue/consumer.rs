@@ -231,8 +231,8 @@ impl ConsumerSettings {
 pub fn parse_webhook_url(raw: &str) -> Result<String, Invalid> {
     let wrong =
         |why: &str| invalid(format!("url must be an absolute http or https URL with a host ({why}), got {raw:?}"));
-    if raw.len() > 2048 {
-        return Err(wrong("at most 2048 characters"));
+    if raw.len() > 2048 || !raw.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(wrong("at most 2048 characters of printable ASCII; international names in punycode"));
     }
     let url = url::Url::parse(raw).map_err(|e| wrong(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
