@@ -25,6 +25,7 @@ mod receiver;
 mod retention;
 mod schemathesis;
 mod sdk;
+mod statements;
 mod stats;
 mod tenancy;
 mod webhook_loop;
