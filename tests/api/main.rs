@@ -21,6 +21,7 @@ mod operations;
 mod parity;
 mod peek_purge;
 mod queues;
+mod read_only;
 mod receiver;
 mod retention;
 mod schemathesis;
