@@ -152,6 +152,8 @@ async fn update(
     let updated = store::queues::update(&state.pool, account, queue.id, &name, settings)
         .await?
         .ok_or_else(ApiError::queue_not_found)?;
+    // Pausing, resuming or renaming changes what the dispatchers deliver.
+    super::consumers::announce_change(&state, queue.id).await;
     Ok(ok(view(&state, &updated).await?))
 }
 
@@ -183,6 +185,7 @@ pub async fn delete(
         return Err(ApiError::queue_not_found());
     }
     state.backlog.forget(id);
+    super::consumers::announce_change(&state, id).await;
     Ok(ok(json!({})))
 }
 

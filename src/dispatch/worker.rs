@@ -32,15 +32,18 @@ struct Worker {
 /// them after the grace period) before returning.
 pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     let wakers: Wakers = Arc::default();
-    let listener = tokio::spawn(listen(dispatcher.pool.clone(), wakers.clone(), stop.clone()));
+    let changes = Arc::new(Notify::new());
+    let listener = tokio::spawn(listen(dispatcher.pool.clone(), wakers.clone(), changes.clone(), stop.clone()));
     let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
     loop {
         match dispatcher.consumers().await {
             Ok(active) => reconcile(&dispatcher, &wakers, &mut workers, active, &stop),
             Err(err) => tracing::warn!(error = %err, "reading webhook consumers failed; will retry"),
         }
+        // Read again when any node announces a consumer change; the periodic read is a safety net.
         tokio::select! {
             _ = stop.cancelled() => break,
+            _ = changes.notified() => {}
             _ = tokio::time::sleep(dispatcher.settings.refresh_every) => {}
         }
     }
@@ -86,8 +89,9 @@ fn reconcile(
     });
 }
 
-/// Wakes the worker of a queue whenever a publish to it commits.
-async fn listen(pool: sqlx::PgPool, wakers: Wakers, stop: CancellationToken) {
+/// Wakes the worker of a queue whenever a publish to it commits, and the consumer list whenever a
+/// consumer changes on any node.
+async fn listen(pool: sqlx::PgPool, wakers: Wakers, changes: Arc<Notify>, stop: CancellationToken) {
     loop {
         let mut listener = match PgListener::connect_with(&pool).await {
             Ok(l) => l,
@@ -96,7 +100,7 @@ async fn listen(pool: sqlx::PgPool, wakers: Wakers, stop: CancellationToken) {
                 tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
             }
         };
-        if let Err(err) = listener.listen("skiplock_messages").await {
+        if let Err(err) = listener.listen_all(["skiplock_messages", "skiplock_changes"]).await {
             tracing::warn!(error = %err, "LISTEN failed; retrying");
             tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
         }
@@ -106,6 +110,7 @@ async fn listen(pool: sqlx::PgPool, wakers: Wakers, stop: CancellationToken) {
                 n = listener.recv() => n,
             };
             match notification {
+                Ok(n) if n.channel() == "skiplock_changes" => changes.notify_one(),
                 Ok(n) => {
                     let Ok(queue) = uuid::Uuid::parse_str(n.payload()) else { continue };
                     if let Some(wake) = wakers.lock().expect("wakers lock").get(&QueueId(queue)) {

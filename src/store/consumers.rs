@@ -298,3 +298,9 @@ pub async fn rotate_secret(
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Tells every dispatcher that the consumers of `queue` changed (created, updated, deleted, paused), so
+/// they read them again now rather than at their next periodic read.
+pub async fn announce_change(pool: &PgPool, queue: QueueId) -> Result<(), sqlx::Error> {
+    sqlx::query("select pg_notify('skiplock_changes', $1::text)").bind(queue).execute(pool).await.map(|_| ())
+}
