@@ -13,6 +13,7 @@
 mod api_load;
 mod chaos;
 mod cpu;
+mod first_delivery;
 mod http;
 mod latency;
 mod peers;
@@ -40,6 +41,11 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         seconds: u32,
     },
+    /// W6 first delivery: create a webhook consumer and publish at once, `tries` times (the first a warm-up).
+    FirstDelivery {
+        #[arg(long, default_value_t = 21)]
+        tries: usize,
+    },
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// W1-W3 and W5 side by side with the raw SQL ceiling and pgmq on a private cluster.
@@ -51,6 +57,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
+        Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Suite(args) => suite::run(args).await,
     }
