@@ -22,6 +22,7 @@ mod parity;
 mod peek_purge;
 mod queues;
 mod receiver;
+mod redrive;
 mod retention;
 mod schemathesis;
 mod sdk;
