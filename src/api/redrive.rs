@@ -88,8 +88,12 @@ pub async fn start(
             refs.iter()
                 .enumerate()
                 .map(|(i, item)| {
+                    // A ref that names no message of this queue is a 404, as an id in a path would be.
                     state.signer.open_ref(queue.id, &item.reference).ok_or_else(|| {
-                        ApiError::invalid(format!("refs[{i}] is not a ref of this queue: take refs from its peek"))
+                        ApiError::new(
+                            Kind::NotFound,
+                            format!("refs[{i}] names no message of this queue: take refs from its peek"),
+                        )
                     })
                 })
                 .collect::<ApiResult<_>>()?,
@@ -112,9 +116,11 @@ pub async fn start(
             Kind::QueueNotFound,
             format!("destination queue '{}' not found", destination.as_ref().map_or("", |d| d.as_str())),
         ),
-        CreateError::SameQueue => ApiError::invalid("destination_queue is the queue itself; name another queue"),
+        CreateError::SameQueue => {
+            ApiError::new(Kind::RedriveConflict, "destination_queue is the queue itself; name another queue")
+        }
         CreateError::AlreadyRunning => ApiError::new(
-            Kind::RedriveRunning,
+            Kind::RedriveConflict,
             "this queue already has a running redrive task; wait for it or cancel it first",
         ),
         CreateError::Database(db) => db.into(),

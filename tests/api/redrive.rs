@@ -205,6 +205,11 @@ async fn a_redrive_returns_each_message_to_its_source_as_it_was_published(pool: 
     let listed = app.get(&format!("queues/{dlq}/redrive")).await;
     assert_eq!(listed.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.metrics.redriven.get(), 5, "the node counts what it moved");
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 100).await.unwrap();
+    let text = app.metrics.render(None);
+    assert!(text.contains("skiplock_redrive_tasks{status=\"completed\"} 1"), "{text}");
+    assert!(text.contains("skiplock_redrive_tasks{status=\"running\"} 0"), "{text}");
+    assert!(text.contains("skiplock_messages_redriven_total 5"), "{text}");
 }
 
 #[sqlx::test]
@@ -325,9 +330,9 @@ async fn bad_redrive_requests_get_a_clear_4xx(pool: PgPool) {
         (json!({"max_messages": 0}), 400, "max_messages must be between 1 and 1000000"),
         (json!({"max_messages": 1000001}), 400, "max_messages"),
         (json!({"refs": []}), 400, "refs must hold 1 to 1000"),
-        (json!({"refs": [{"ref": "nonsense"}]}), 400, "refs[0] is not a ref of this queue"),
+        (json!({"refs": [{"ref": "nonsense"}]}), 404, "refs[0] names no message of this queue"),
         (json!({"destination_queue": "nowhere"}), 404, "destination queue 'nowhere' not found"),
-        (json!({"destination_queue": "dlq"}), 400, "the queue itself"),
+        (json!({"destination_queue": "dlq"}), 409, "the queue itself"),
         (json!({"destination": "orders"}), 400, "unknown field"),
         (json!({"max_messages": "many"}), 400, "max_messages"),
     ] {
