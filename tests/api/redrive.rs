@@ -373,6 +373,44 @@ async fn bad_redrive_requests_get_a_clear_4xx(pool: PgPool) {
     app.get(&under_orders).await.expect_error(404);
 }
 
+#[sqlx::test]
+async fn a_leased_message_waits_for_its_lease_and_one_that_leaves_is_taken_off_the_total(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let orders = source_queue(&app, "orders", "dlq").await;
+    dead_letter(&app, &orders, 3).await;
+    let dlq = queue_named(&app, "dlq").await;
+    app.post(&format!("queues/{dlq}/consumers"), json!({"type": "http_pull"})).await.expect_ok();
+    let leased = app.pull(&dlq, json!({"batch_size": 1, "visibility_timeout_ms": 600_000})).await;
+    let leased_id = leased[0]["id"].as_str().unwrap().to_owned();
+
+    let task = start(&app, &dlq, json!({})).await;
+    assert_eq!(task["total"], 3);
+    let id = task["redrive_id"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let t = app.get(&format!("queues/{dlq}/redrive/{id}")).await.expect_ok().clone();
+        if t["moved"] == 2 {
+            assert_eq!(t["status"], "running", "the leased message is still to move: {t}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the two free messages never moved: {t}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        ids_in(&pool, &dlq).await,
+        BTreeSet::from([leased_id]),
+        "a leased message is not moved under its consumer"
+    );
+    // Acked by the dead-letter queue's consumer: it left, so the task no longer counts it.
+    app.ack(&dlq, &[lease(&leased[0])], json!([])).await;
+    let done = finished(&app, &dlq, &task, Duration::from_secs(10)).await;
+    assert_eq!(
+        (done["status"].as_str(), done["moved"].as_i64(), done["total"].as_i64()),
+        (Some("completed"), Some(2), Some(2))
+    );
+    assert_counts_exact(&pool).await;
+}
+
 /// A redrive of thousands with its node killed (SIGKILL) mid-way: another node takes the task over when
 /// the lease runs out and finishes it; every message moved exactly once.
 #[sqlx::test]
