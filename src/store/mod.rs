@@ -13,6 +13,7 @@ pub mod queues;
 pub mod redrive;
 pub mod stats;
 pub mod tokens;
+pub mod types;
 
 use rand::RngCore;
 use sqlx::PgPool;

@@ -411,6 +411,46 @@ async fn a_leased_message_waits_for_its_lease_and_one_that_leaves_is_taken_off_t
     assert_counts_exact(&pool).await;
 }
 
+#[sqlx::test]
+async fn a_node_that_stops_gives_its_task_back_at_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let orders = source_queue(&app, "orders", "dlq").await;
+    dead_letter(&app, &orders, 3).await;
+    let dlq = queue_named(&app, "dlq").await;
+    let task = start(&app, &dlq, json!({"rate_per_second": 1})).await;
+    let id: uuid::Uuid = task["redrive_id"].as_str().unwrap().parse().unwrap();
+    let state = || async {
+        sqlx::query_as::<_, (String, i64, bool, bool)>(
+            "select status, moved, lease_token is not null, lease_until = '-infinity' from redrive_tasks where id = $1",
+        )
+        .bind(id)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state().await.1 < 1 {
+        assert!(Instant::now() < deadline, "the node never began the task");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(state().await.2, "the working node holds the task");
+    drop(app); // stops the node
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, moved, held, released) = state().await;
+        if !held && released {
+            assert_eq!(status, "running");
+            assert!(moved < 3, "the task was still under way");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the stopped node kept its lease: {status} {moved} {held} {released}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Any node may take it now, without waiting for a lease to run out.
+    let taken = skiplock::store::redrive::take(&pool, 5.0).await.unwrap().expect("the task is free");
+    assert_eq!(taken.id.0, id);
+}
+
 /// A redrive of thousands with its node killed (SIGKILL) mid-way, inside a batch: another node takes the task over when
 /// the lease runs out and finishes it; every message moved exactly once.
 #[sqlx::test]

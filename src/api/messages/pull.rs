@@ -40,7 +40,7 @@ pub async fn pull(
     let target = delivery_target(&state, account, &path.1).await?;
     let consumer =
         match &target.consumer {
-            Some(c) if c.kind == ConsumerKind::HttpPull.as_str() => c,
+            Some(c) if c.kind == ConsumerKind::HttpPull => c,
             _ => return Err(ApiError::new(
                 Kind::NoPullConsumer,
                 "this queue has no http_pull consumer; create one with POST .../consumers {\"type\": \"http_pull\"}",
