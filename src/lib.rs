@@ -16,6 +16,7 @@ pub mod maintenance;
 pub mod metrics;
 pub mod publisher;
 pub mod queue;
+pub mod redrive;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -26,6 +26,8 @@ pub struct Metrics {
     pub acked: IntCounterVec,
     pub retried: IntCounterVec,
     pub dead_lettered: IntCounter,
+    pub redriven: IntCounter,
+    pub redrive_tasks: IntGaugeVec,
     pub dropped: IntCounter,
     pub expired: IntCounter,
     pub deliveries: IntCounterVec,
@@ -108,6 +110,17 @@ impl Default for Metrics {
                 &r,
                 "skiplock_messages_dead_lettered_total",
                 "Messages moved to a dead-letter queue after their last delivery.",
+            ),
+            redriven: counter(
+                &r,
+                "skiplock_messages_redriven_total",
+                "Messages moved back out of a queue by redrive tasks.",
+            ),
+            redrive_tasks: gauge_vec(
+                &r,
+                "skiplock_redrive_tasks",
+                "Redrive tasks of every account, by status (running, completed, cancelled, failed).",
+                &["status"],
             ),
             dropped: counter(
                 &r,
@@ -268,6 +281,11 @@ pub fn serve(metrics: Arc<Metrics>, pool: PgPool, bind: std::net::SocketAddr) ->
 /// a large number of tenants cannot explode the number of series.
 pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: usize) -> Result<(), sqlx::Error> {
     let mut states = crate::store::stats::queue_states(pool, None).await?;
+    let tasks = crate::store::redrive::count_by_status(pool).await?;
+    for status in ["running", "completed", "cancelled", "failed"] {
+        let n = tasks.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+        metrics.redrive_tasks.with_label_values(&[status]).set(n);
+    }
     let now = chrono::Utc::now();
     let backlog_of: std::collections::HashMap<(crate::ids::AccountId, &str), i64> =
         states.iter().map(|s| ((s.account_id, s.queue_name.as_str()), s.backlog_count)).collect();

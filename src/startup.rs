@@ -121,6 +121,7 @@ impl Node {
             tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
         }
         tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
+        tasks.spawn(crate::redrive::run(pool.clone(), shared.metrics.clone(), stop.clone()));
         if roles.contains(&Role::Dispatcher) {
             let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
             let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());

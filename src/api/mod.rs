@@ -7,6 +7,7 @@ pub mod consumers;
 pub mod envelope;
 pub mod messages;
 pub mod queues;
+pub mod redrive;
 pub mod stats;
 pub mod subscriptions;
 pub mod tokens;
@@ -82,6 +83,8 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/metrics"; get => queues::metrics))
         .service(resource!("/stats"; get => stats::one_queue))
         .service(resource!("/purge"; get => queues::purge_status, post => queues::purge))
+        .service(resource!("/redrive"; get => redrive::list, post => redrive::start))
+        .service(resource!("/redrive/{redrive_id}"; get => redrive::get, delete => redrive::cancel))
         .service(resource!("/consumers"; get => consumers::list, post => consumers::create))
         .service(resource!("/consumers/{consumer_id}";
             get => consumers::get, put => consumers::update, delete => consumers::delete))

@@ -18,11 +18,15 @@ pub struct StoredMessage {
     pub published_at: DateTime<Utc>,
     pub content_type: i16,
     pub body: Vec<u8>,
+    /// The name of the queue it was dead-lettered from, while that queue exists.
+    pub dead_letter_source: Option<String>,
+    pub dead_lettered_at: Option<DateTime<Utc>>,
 }
 
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
 /// (null: delete), `$3` the number of deliveries allowed. `exhausted(id)` must be defined before this.
-/// A dead-lettered message keeps its id and timestamp and starts its attempts again. The dead-letter
+/// A dead-lettered message keeps its id and timestamp, starts its attempts again and remembers its
+/// source queue and the time it moved. The dead-letter
 /// queue's row is share-locked so a concurrent delete of it waits; if it is already gone, the message
 /// stays where it is until the queue is made again. The lock is taken only when a message is exhausted:
 /// taken on every claim, concurrent claims would share it through a multixact each time, and a delete of
@@ -37,7 +41,8 @@ macro_rules! dead_letter_ctes {
     () => {
         "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
         dead as (
-            update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now()
+            update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now(),
+                dead_letter_source = $1, dead_lettered_at = now()
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
             returning m.id, m.size, m.published_at),
         moved as (
@@ -240,6 +245,8 @@ struct ClaimRow {
     published_at: Option<DateTime<Utc>>,
     content_type: Option<i16>,
     body: Option<Vec<u8>>,
+    dead_letter_source: Option<String>,
+    dead_lettered_at: Option<DateTime<Utc>>,
     slot: Option<i32>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
@@ -299,17 +306,20 @@ pub async fn claim(
                  attempts = m.attempts + 1, leased = true
              where m.id = any(array(select id from candidates where attempts < $3))
                and ($7::uuid is null or exists (select 1 from slot))
-             returning m.id, m.attempts, m.published_at),
+             returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at),
          ",
         dead_letter_ctes!(),
         "
-         select c.id, c.attempts, c.published_at, b.content_type, b.body, (select slot from slot),
+         select c.id, c.attempts, c.published_at, b.content_type, b.body,
+                case when c.dead_letter_source is not null
+                     then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
+                c.dead_lettered_at, (select slot from slot),
                 (select signing_secret from consumers where id = $7),
                 (select previous_signing_secret from consumers
                  where id = $7 and previous_secret_expires_at > now())
          from claimed c join message_bodies b on b.id = c.id
          union all
-         select id, -1, null, null, null, null, null, null from exhausted"
+         select id, -1, null, null, null, null, null, null, null, null from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -335,6 +345,8 @@ pub async fn claim(
                 published_at,
                 content_type,
                 body,
+                dead_letter_source: row.dead_letter_source,
+                dead_lettered_at: row.dead_lettered_at,
             }),
             _ => claim.exhausted += 1,
         }
@@ -426,7 +438,8 @@ pub async fn peek(
     limit: i64,
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
     sqlx::query_as(
-        "select m.id, m.attempts, m.published_at, b.content_type, b.body
+        "select m.id, m.attempts, m.published_at, b.content_type, b.body,
+                (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at
          from messages m join message_bodies b on b.id = m.id
          where m.queue_id = $1 and m.published_at > now() - make_interval(secs => $3)
          order by m.available_at, m.id

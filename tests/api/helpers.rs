@@ -98,6 +98,12 @@ pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (Accoun
 }
 
 impl TestApp {
+    /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
+    pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
+        let (metrics, client, stop) = (Default::default(), reqwest::Client::new(), CancellationToken::new());
+        TestApp { address, pool, account, token, metrics, client, stop }
+    }
+
     /// A URL under this app's account: `queues/...`.
     pub fn url(&self, path: &str) -> String {
         format!("{}/client/v4/accounts/{}/{}", self.address, self.account, path)

@@ -23,6 +23,7 @@ mod peek_purge;
 mod queues;
 mod read_only;
 mod receiver;
+mod redrive;
 mod retention;
 mod schemathesis;
 mod sdk;

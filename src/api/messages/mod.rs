@@ -7,7 +7,7 @@ mod pull;
 mod view;
 
 pub use ack::ack;
-pub use inspect::{peek, purge};
+pub use inspect::{peek, purge, RefItem};
 pub use publish::{publish, publish_batch};
 pub use pull::pull;
 
