@@ -28,6 +28,7 @@ pub struct Metrics {
     pub dead_lettered: IntCounter,
     pub dropped: IntCounter,
     pub expired: IntCounter,
+    pub leases_extended: IntCounter,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -118,6 +119,11 @@ impl Default for Metrics {
                 &r,
                 "skiplock_messages_expired_total",
                 "Messages deleted past their queue's retention period.",
+            ),
+            leases_extended: counter(
+                &r,
+                "skiplock_leases_extended_total",
+                "Leases extended by POST .../messages/extend (pull and webhook leases).",
             ),
             deliveries: counter_vec(
                 &r,

@@ -14,7 +14,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{Claim, ClaimSpec, Retry, SlotRequest};
+use crate::store::messages::{Claim, ClaimSpec, Extension, Retry, SlotRequest};
 use crate::store::{self};
 
 pub use crate::ids::MessageId;
@@ -170,6 +170,24 @@ impl Delivery {
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
         Ok(Some(settled))
+    }
+
+    /// Extends leases of the account's queue (a consumer's heartbeat), for pull and webhook leases alike.
+    /// Of several entries naming one lease the first counts. None when the account has no such queue;
+    /// else the leases, as (message, delivery), that were current and now run longer.
+    pub async fn extend(
+        &self,
+        account: AccountId,
+        queue: QueueId,
+        extensions: &[Extension],
+    ) -> Result<Option<HashSet<(MessageId, i32)>>, sqlx::Error> {
+        let mut seen = HashSet::new();
+        let first: Vec<Extension> = extensions.iter().filter(|e| seen.insert((e.id, e.attempt))).copied().collect();
+        let Some(extended) = store::messages::extend(&self.pool, account, queue, &first).await? else {
+            return Ok(None);
+        };
+        self.activity.extended(extended.len());
+        Ok(Some(extended.into_iter().collect()))
     }
 
     fn exhausted(&self, route: &Route, count: usize) {

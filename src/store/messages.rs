@@ -401,6 +401,51 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
     })
 }
 
+/// One lease extension: the lease it names (message and delivery number) and the new visibility.
+#[derive(Debug, Clone, Copy)]
+pub struct Extension {
+    pub id: MessageId,
+    pub attempt: i32,
+    pub visibility_timeout_ms: i64,
+}
+
+/// Keeps leased messages of the account's queue invisible until now + their new timeout, where the lease
+/// named is still the message's current one: same delivery, still leased (not retried or released), and
+/// the message still there (not acked) and in this queue (not dead-lettered). A lease that ran out stays
+/// current until the message is claimed again. None: the account has no such queue; else the leases
+/// extended, as (message, delivery). Each (message, delivery) must be given once.
+pub async fn extend(
+    db: impl PgExecutor<'_>,
+    account: AccountId,
+    queue: QueueId,
+    extensions: &[Extension],
+) -> Result<Option<Vec<(MessageId, i32)>>, sqlx::Error> {
+    let ids: Vec<MessageId> = extensions.iter().map(|e| e.id).collect();
+    let attempts: Vec<i32> = extensions.iter().map(|e| e.attempt).collect();
+    let timeouts: Vec<i64> = extensions.iter().map(|e| e.visibility_timeout_ms).collect();
+    let rows: Vec<(Option<MessageId>, Option<i32>)> = sqlx::query_as(
+        "with target as (select id from queues where account_id = $1 and id = $2),
+         extended as (
+             update messages m set available_at = now() + make_interval(secs => r.ms::float8 / 1000)
+             from unnest($3::uuid[], $4::int4[], $5::int8[]) as r(id, attempt, ms)
+             where m.queue_id = (select id from target) and m.id = r.id and m.attempts = r.attempt and m.leased
+             returning m.id, m.attempts)
+         select e.id, e.attempts from target t left join extended e on true",
+    )
+    .bind(account)
+    .bind(queue)
+    .bind(&ids)
+    .bind(&attempts)
+    .bind(&timeouts)
+    .fetch_all(db)
+    .await?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    // The queue's row comes back once with no message when nothing was extended.
+    Ok(Some(rows.into_iter().filter_map(|(id, attempt)| Some((id?, attempt?))).collect()))
+}
+
 /// Gives back leases that were never used (a delivery abandoned at shutdown): the messages are available
 /// at once and the abandoned delivery does not count against their retries.
 pub async fn release(db: impl PgExecutor<'_>, queue: QueueId, leases: &[(MessageId, i32)]) -> Result<u64, sqlx::Error> {

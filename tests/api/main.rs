@@ -11,6 +11,7 @@ mod consumers;
 mod counts;
 mod dashboard;
 mod durability;
+mod extend;
 mod first_run;
 mod idempotency;
 mod messages_ack;

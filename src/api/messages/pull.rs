@@ -10,7 +10,7 @@ use crate::api::envelope::{ok, ApiJson};
 use crate::api::views::BacklogMetrics;
 use crate::auth::{Authed, QueuesReadWrite};
 use crate::error::{ApiError, ApiResult, Kind};
-use crate::queue::consumer::{ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS};
+use crate::queue::consumer::{ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS, MAX_VISIBILITY_TIMEOUT_MS};
 use crate::state::AppState;
 
 type Data = web::Data<AppState>;
@@ -32,8 +32,9 @@ pub async fn pull(
     let account = auth.account_id();
     let request = body.0;
     let batch_size = request.batch_size.map(|n| crate::queue::in_range("batch_size", n, 1, 100, "")).transpose()?;
-    let check_visibility =
-        |field: &str, v: Option<i64>| v.map(|v| crate::queue::in_range(field, v, 1, 43_200_000, " ms")).transpose();
+    let check_visibility = |field: &str, v: Option<i64>| {
+        v.map(|v| crate::queue::in_range(field, v, 1, MAX_VISIBILITY_TIMEOUT_MS, " ms")).transpose()
+    };
     // Both spellings are checked, so a bad value is refused whichever one would have been used.
     let visibility = check_visibility("visibility_timeout_ms", request.visibility_timeout_ms)?
         .or(check_visibility("visibility_timeout", request.visibility_timeout)?);
