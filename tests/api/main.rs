@@ -21,6 +21,7 @@ mod metrics;
 mod operations;
 mod parity;
 mod peek_purge;
+mod pull_acks;
 mod queues;
 mod receiver;
 mod retention;

@@ -1,9 +1,11 @@
-//! Pull: leases a batch for the queue's http_pull consumer through the delivery core.
+//! Pull: leases a batch for the queue's http_pull consumer through the delivery core. A pull may carry
+//! the acks and retries of the batch before it (a skiplock extension), applied first as an ack would.
 
 use actix_web::web;
 use actix_web::HttpResponse;
 use serde::{Deserialize, Serialize};
 
+use super::ack::{self, AckOutcome, LeaseRef, RetryRef};
 use super::delivery_target;
 use super::view::{Handle, MessageView};
 use crate::api::envelope::{ok, ApiJson};
@@ -21,6 +23,8 @@ pub struct PullRequest {
     batch_size: Option<i64>,
     visibility_timeout_ms: Option<i64>,
     visibility_timeout: Option<i64>,
+    acks: Option<Vec<LeaseRef>>,
+    retries: Option<Vec<RetryRef>>,
 }
 
 pub async fn pull(
@@ -38,6 +42,9 @@ pub async fn pull(
     // Both spellings are checked, so a bad value is refused whichever one would have been used.
     let visibility = check_visibility("visibility_timeout_ms", request.visibility_timeout_ms)?
         .or(check_visibility("visibility_timeout", request.visibility_timeout)?);
+    let carries_answers = request.acks.is_some() || request.retries.is_some();
+    let (acks, retries) = (request.acks.unwrap_or_default(), request.retries.unwrap_or_default());
+    ack::check(&acks, &retries)?;
     let target = delivery_target(&state, account, &path.1).await?;
     let consumer =
         match &target.consumer {
@@ -57,6 +64,12 @@ pub async fn pull(
     let visibility =
         visibility.unwrap_or(consumer.visibility_timeout_ms.map_or(DEFAULT_VISIBILITY_TIMEOUT_MS, i64::from));
     let route = state.delivery.route(account, &target).await?;
+    // The answers go first, so that a message retried with no delay can be in this very batch.
+    let answered = if carries_answers {
+        Some(ack::apply(&state, account, &path.1, &acks, &retries, Some(&route)).await?)
+    } else {
+        None
+    };
     let leased = state.delivery.lease(&route, None, limit, visibility).await?.messages;
     let backlog = state.backlog.get(&state.pool, target.queue_id).await?;
     let messages: Vec<MessageView<'_>> = leased
@@ -67,6 +80,7 @@ pub async fn pull(
         message_backlog_count: backlog.count,
         messages,
         metadata: Metadata { metrics: BacklogMetrics::from(&backlog) },
+        answered,
     }))
 }
 
@@ -75,6 +89,9 @@ struct PullAnswer<'a> {
     message_backlog_count: i64,
     messages: Vec<MessageView<'a>>,
     metadata: Metadata,
+    /// Only for a pull that carried acks or retries, so that other clients see Cloudflare's answer.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    answered: Option<AckOutcome>,
 }
 
 #[derive(Serialize)]
