@@ -23,6 +23,7 @@ Environment:
   SKIPLOCK_RATE_BURST           requests above the rate an account may make at once     [default: 10000]
   SKIPLOCK_MAX_QUEUES           queues per account                                      [default: 1000]
   SKIPLOCK_MAX_BACKLOG_BYTES    bytes of messages waiting per queue                     [default: 25000000000]
+  SKIPLOCK_MAX_WAITING_PULLS    long-polling pulls waiting at once per account on each node [default: 1000]
   SKIPLOCK_DB_POOL_SIZE         database connections per process, and up to 4 for publishes [default: 16]
   SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
   SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
@@ -100,6 +101,7 @@ impl Settings {
                 0,
                 i64::MAX / 2,
             )?,
+            max_waiting_pulls: number("SKIPLOCK_MAX_WAITING_PULLS", defaults.max_waiting_pulls, 0, 1_000_000)?,
         };
         let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
             None | Some("text") => false,

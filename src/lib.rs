@@ -21,3 +21,4 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod testkit;
+pub mod wakeups;

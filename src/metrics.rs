@@ -29,6 +29,8 @@ pub struct Metrics {
     pub dropped: IntCounter,
     pub expired: IntCounter,
     pub leases_extended: IntCounter,
+    pub waiting_pulls: IntGauge,
+    pub long_poll_wakeups: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -124,6 +126,18 @@ impl Default for Metrics {
                 &r,
                 "skiplock_leases_extended_total",
                 "Leases extended by POST .../messages/extend (pull and webhook leases).",
+            ),
+            waiting_pulls: {
+                let g = IntGauge::new("skiplock_waiting_pulls", "Long-polling pulls waiting on this node now.")
+                    .expect("a valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            long_poll_wakeups: counter_vec(
+                &r,
+                "skiplock_long_poll_wakeups_total",
+                "Long-polling waits woken, by cause: notify, timer, deadline, shutdown.",
+                &["cause"],
             ),
             deliveries: counter_vec(
                 &r,

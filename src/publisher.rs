@@ -15,10 +15,9 @@
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.
 //!
-//! Dispatchers are woken after the commit by a task of their own, so a wake-up never holds up a
-//! publish answer and wake-ups for many commits go out together. Only queues a webhook consumer
-//! delivers from are woken: a wake-up costs four round trips, which for a queue read by pull consumers
-//! were more statements than the publishes themselves.
+//! Dispatchers and long-polling pulls are woken after the commit by a task of their own, so a wake-up
+//! never holds up a publish answer and wake-ups for many commits go out together, as one statement.
+//! Only queues a consumer reads are woken (a queue with no consumer has nobody to wake).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex as SyncMutex};
@@ -185,7 +184,7 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let outcome = connections.publish(&publishes).await.map_err(Arc::new);
     drop(publishes);
     if let Ok(published) = &outcome {
-        wakes.add(published.stored.iter().filter(|s| s.pushed).map(|s| s.queue));
+        wakes.add(published.stored.iter().filter(|s| s.consumed).map(|s| s.queue));
     }
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {

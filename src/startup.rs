@@ -23,6 +23,7 @@ use crate::metrics::{self, Metrics};
 use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 use crate::state::AppState;
+use crate::wakeups::Wakeups;
 
 /// What the parts of one node share: the pool, the metrics and activity counters, the backlog cache
 /// and the delivery core.
@@ -130,7 +131,7 @@ impl Node {
         }
         let mut api_addr = None;
         if roles.contains(&Role::Api) {
-            let app = Application::build(&shared, settings.bind, settings.limits).await?;
+            let app = Application::build(&shared, settings.bind, settings.limits, stop.clone()).await?;
             api_addr = Some(app.local_addr());
             tracing::info!(address = %app.local_addr(), "serving the API");
             let app_stop = stop.clone();
@@ -160,15 +161,24 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
-    pub async fn build(shared: &Shared, bind: SocketAddr, limits: Limits) -> anyhow::Result<Self> {
+    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`. `stop` ends
+    /// long-polling waits at once and the listener that wakes them.
+    pub async fn build(
+        shared: &Shared,
+        bind: SocketAddr,
+        limits: Limits,
+        stop: CancellationToken,
+    ) -> anyhow::Result<Self> {
         let pool = shared.pool.clone();
+        let wakeups = Arc::new(Wakeups::new(shared.metrics.clone(), limits.max_waiting_pulls, stop));
+        tokio::spawn(wakeups.clone().listen(pool.clone()));
         let gate =
             web::Data::new(Gate { verifier: Verifier::new(pool.clone()), rate: RateLimiter::new(&limits), limits });
         let state = web::Data::new(AppState {
             signer: Signer::new(crate::store::server_key(&pool).await?),
             publisher: Publisher::start(pool.clone()),
             delivery: shared.delivery.clone(),
+            wakeups,
             backlog: shared.backlog.clone(),
             activity: shared.activity.clone(),
             limits,

@@ -167,6 +167,9 @@ impl Delivery {
             self.activity.retried(route.kind, done.retried.len());
             self.exhausted(route, done.exhausted.len());
             settled.exhausted = done.exhausted.len();
+            if !done.retried.is_empty() {
+                self.wake(queue);
+            }
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
         Ok(Some(settled))
@@ -188,6 +191,18 @@ impl Delivery {
         };
         self.activity.extended(extended.len());
         Ok(Some(extended.into_iter().collect()))
+    }
+
+    /// Wakes whoever waits on the queue on any node (long-polling pulls, its dispatcher) for messages
+    /// retried: back now, or sooner than any timer they set. Sent by a task of its own, so that a retry's
+    /// answer does not wait for it; a lost wake-up only delays a wait until its timer or deadline.
+    fn wake(&self, queue: QueueId) {
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store::messages::wake(&pool, &[queue]).await {
+                tracing::warn!(error = %err, "waking the consumers of retried messages failed");
+            }
+        });
     }
 
     fn exhausted(&self, route: &Route, count: usize) {

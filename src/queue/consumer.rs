@@ -12,6 +12,8 @@ pub const DEFAULT_MAX_RETRIES: i32 = 3;
 pub const DEFAULT_VISIBILITY_TIMEOUT_MS: i64 = 30_000;
 /// The longest lease a pull, a consumer setting or an extension may ask for: 12 hours.
 pub const MAX_VISIBILITY_TIMEOUT_MS: i64 = 43_200_000;
+/// The longest a long-polling pull may wait for a message: 20 seconds.
+pub const MAX_WAIT_TIME_MS: i64 = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -54,12 +54,12 @@ macro_rules! dead_letter_ctes {
     };
 }
 
-/// A queue that took its messages, and whether a webhook consumer delivers from it (only those
-/// queues' dispatchers need waking).
+/// A queue that took its messages, and whether a consumer reads it (only those queues' dispatchers and
+/// long-polling pulls need waking).
 #[derive(Debug, Clone, Copy)]
 pub struct Stored {
     pub queue: QueueId,
-    pub pushed: bool,
+    pub consumed: bool,
 }
 
 /// What one statement of publishes did: the queues that took their messages, and for each publish (in
@@ -80,7 +80,7 @@ pub struct Publish<'a> {
 #[derive(sqlx::FromRow)]
 struct PublishRow {
     queue: Option<QueueId>,
-    pushed: bool,
+    consumed: bool,
     duplicate: Option<MessageId>,
 }
 
@@ -100,7 +100,7 @@ const PUBLISH: &str = "with live as (
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
          join live l on l.id = m.queue_id)
      select l.id as queue,
-            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            exists (select 1 from consumers c where c.queue_id = l.id) as consumed,
             null::uuid as duplicate
      from live l";
 
@@ -135,7 +135,7 @@ const PUBLISH_KEYED: &str = "with live as (
          join live l on l.id = m.queue_id
          where m.id in (select id from kept))
      select l.id as queue,
-            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            exists (select 1 from consumers c where c.queue_id = l.id) as consumed,
             null::uuid as duplicate
      from live l
      union all
@@ -191,7 +191,7 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
     let mut duplicate_ids = std::collections::HashSet::new();
     for row in rows {
         match (row.queue, row.duplicate) {
-            (Some(queue), _) => published.stored.push(Stored { queue, pushed: row.pushed }),
+            (Some(queue), _) => published.stored.push(Stored { queue, consumed: row.consumed }),
             (None, Some(id)) => {
                 duplicate_ids.insert(id);
             }
@@ -485,16 +485,38 @@ pub async fn peek(
     .await
 }
 
-/// Wakes the dispatchers listening on any node for these queues' new messages. A wake-up needs no
-/// durability, so it commits without waiting for the WAL flush.
+/// The channel of wake-ups: a queue's id, when it has new or returned messages or changed state.
+pub const WAKE_CHANNEL: &str = "skiplock_messages";
+
+/// Wakes the dispatchers and long-polling pulls listening on any node for these queues. One statement,
+/// its own transaction: a wake-up needs no durability, so it commits without waiting for the WAL flush
+/// (`set_config` with `is_local` holds for the statement's implicit transaction).
 pub async fn wake(pool: &PgPool, queues: &[QueueId]) -> Result<(), sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("set local synchronous_commit = off").execute(&mut *tx).await?;
-    sqlx::query("select pg_notify('skiplock_messages', q::text) from unnest($1::uuid[]) q")
-        .bind(queues)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await
+    sqlx::query(
+        "select pg_notify('skiplock_messages', q::text)
+         from unnest($1::uuid[]) q, (select set_config('synchronous_commit', 'off', true)) s",
+    )
+    .bind(queues)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Milliseconds until the queue's next delayed or leased message becomes visible, if it has one (a
+/// long-polling pull's timer). Walks the claim index from now on.
+pub async fn next_visible_in_ms(
+    db: impl PgExecutor<'_>,
+    queue: QueueId,
+    retention_seconds: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
+         where queue_id = $1 and available_at > now() and published_at > now() - make_interval(secs => $2)",
+    )
+    .bind(queue)
+    .bind(retention_seconds as f64)
+    .fetch_one(db)
+    .await
 }
 
 /// Deletes the given messages of the queue (a webhook's acks and purges by ref); returns the ids that were

@@ -14,6 +14,7 @@ mod durability;
 mod extend;
 mod first_run;
 mod idempotency;
+mod long_poll;
 mod messages_ack;
 mod messages_publish;
 mod messages_pull;

@@ -1,0 +1,180 @@
+//! Wake-ups for long-polling pulls: one LISTEN connection per node, and per queue a `Notify` that the
+//! node's waiting pulls on that queue wait on. A publish, a retry, a pause or a delete on any node sends
+//! the queue's id on the channel after its commit; the listener wakes that queue's waiters, who look
+//! again. While nothing happens a waiting pull holds no database connection and costs no query.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::{AccountId, QueueId};
+use crate::metrics::Metrics;
+use crate::store::messages::WAKE_CHANNEL;
+
+/// How long the listener waits before connecting again after losing its connection.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+/// Why a wait ended or looked again, for the `skiplock_long_poll_wakeups_total` counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    Notify,
+    Timer,
+    Deadline,
+    Shutdown,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Notify => "notify",
+            Cause::Timer => "timer",
+            Cause::Deadline => "deadline",
+            Cause::Shutdown => "shutdown",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Waiters per queue, with the queue's `Notify`; an entry goes with its last waiter.
+    queues: HashMap<QueueId, (usize, Arc<Notify>)>,
+    accounts: HashMap<AccountId, i64>,
+}
+
+/// The node's long-polling pulls and what wakes them.
+pub struct Wakeups {
+    waiting: Mutex<Waiting>,
+    max_per_account: i64,
+    metrics: Arc<Metrics>,
+    /// The node stopping: every wait ends at once.
+    stop: CancellationToken,
+}
+
+/// One waiting pull's place; dropping it leaves the wait.
+pub struct Waiter {
+    wakeups: Arc<Wakeups>,
+    account: AccountId,
+    queue: QueueId,
+    notify: Arc<Notify>,
+}
+
+impl Wakeups {
+    pub fn new(metrics: Arc<Metrics>, max_per_account: i64, stop: CancellationToken) -> Self {
+        Self { waiting: Mutex::default(), max_per_account, metrics, stop }
+    }
+
+    /// A place to wait on `queue`, or None when the account already has its most pulls waiting.
+    pub fn wait_on(self: &Arc<Self>, account: AccountId, queue: QueueId) -> Option<Waiter> {
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        let count = waiting.accounts.entry(account).or_default();
+        if *count >= self.max_per_account {
+            return None;
+        }
+        *count += 1;
+        let entry = waiting.queues.entry(queue).or_insert_with(|| (0, Arc::default()));
+        entry.0 += 1;
+        let notify = entry.1.clone();
+        self.metrics.waiting_pulls.inc();
+        Some(Waiter { wakeups: self.clone(), account, queue, notify })
+    }
+
+    pub fn max_per_account(&self) -> i64 {
+        self.max_per_account
+    }
+
+    fn wake(&self, queue: QueueId) {
+        if let Some((_, notify)) = self.waiting.lock().expect("wakeups lock").queues.get(&queue) {
+            notify.notify_waiters();
+        }
+    }
+
+    /// Wakes every waiter: after the listener lost its connection, notifications may have been missed.
+    fn wake_all(&self) {
+        for (_, notify) in self.waiting.lock().expect("wakeups lock").queues.values() {
+            notify.notify_waiters();
+        }
+    }
+
+    pub fn woken(&self, cause: Cause) {
+        self.metrics.long_poll_wakeups.with_label_values(&[cause.as_str()]).inc();
+    }
+
+    /// Listens on the wake-up channel until the node stops, reconnecting when the connection is lost.
+    pub async fn listen(self: Arc<Self>, pool: PgPool) {
+        loop {
+            let connected = async {
+                let mut listener = PgListener::connect_with(&pool).await?;
+                listener.listen(WAKE_CHANNEL).await?;
+                Ok::<_, sqlx::Error>(listener)
+            };
+            let mut listener = match connected.await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::warn!(error = %err, "LISTEN for long polling failed; waiting pulls end by their timers");
+                    tokio::select! { _ = self.stop.cancelled() => return, _ = tokio::time::sleep(RECONNECT_AFTER) => continue }
+                }
+            };
+            // Anything sent while there was no connection went unheard.
+            self.wake_all();
+            loop {
+                let notification = tokio::select! {
+                    _ = self.stop.cancelled() => return,
+                    n = listener.try_recv() => n,
+                };
+                match notification {
+                    Ok(Some(n)) => {
+                        if let Ok(queue) = n.payload().parse::<uuid::Uuid>() {
+                            self.wake(QueueId(queue));
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        tracing::warn!("LISTEN connection for long polling lost; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Waiter {
+    /// A wake-up of this queue. Enable it before looking at the queue, so that a wake-up sent while
+    /// looking is not missed.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// The node stopping.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.wakeups.stop
+    }
+
+    pub fn woken(&self, cause: Cause) {
+        self.wakeups.woken(cause);
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut waiting = self.wakeups.waiting.lock().expect("wakeups lock");
+        if let Some(count) = waiting.accounts.get_mut(&self.account) {
+            *count -= 1;
+            if *count <= 0 {
+                waiting.accounts.remove(&self.account);
+            }
+        }
+        if let Some(entry) = waiting.queues.get_mut(&self.queue) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                waiting.queues.remove(&self.queue);
+            }
+        }
+        self.wakeups.metrics.waiting_pulls.dec();
+    }
+}
