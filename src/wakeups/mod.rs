@@ -1,9 +1,11 @@
-//! Wake-ups for long-polling pulls: one LISTEN connection per node, and per queue a `Notify` that the
-//! node's waiting pulls on that queue wait on. A publish, a retry, a pause or a delete on any node sends
-//! the queue's id on the channel after its commit; the listener wakes that queue's waiters, who look
-//! again. While nothing happens a waiting pull holds no database connection and costs no query.
+//! Wake-ups: one LISTEN connection per node, shared by the long-polling pulls and the dispatcher's
+//! workers. A publish, a retry, a pause or a delete on any node sends the queue's id on the channel
+//! after its commit; the listener wakes the pulls waiting on that queue (all of them, each looks again)
+//! and the queue's dispatcher worker (a permit it finds when it next waits). While nothing happens a
+//! waiting pull holds no database connection and costs no query.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,15 +47,19 @@ struct Waiting {
     /// Waiters per queue, with the queue's `Notify`; an entry goes with its last waiter.
     queues: HashMap<QueueId, (usize, Arc<Notify>)>,
     accounts: HashMap<AccountId, i64>,
+    /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
+    dispatch: HashMap<QueueId, Arc<Notify>>,
 }
 
-/// The node's long-polling pulls and what wakes them.
+/// The node's long-polling pulls and dispatcher workers, and what wakes them.
 pub struct Wakeups {
     waiting: Mutex<Waiting>,
-    max_per_account: i64,
+    max_per_account: AtomicI64,
     metrics: Arc<Metrics>,
     /// The node stopping: every wait ends at once.
     stop: CancellationToken,
+    /// Whether a listener runs, so that a node starts one only.
+    listening: AtomicBool,
 }
 
 /// One waiting pull's place; dropping it leaves the wait.
@@ -65,15 +71,35 @@ pub struct Waiter {
 }
 
 impl Wakeups {
-    pub fn new(metrics: Arc<Metrics>, max_per_account: i64, stop: CancellationToken) -> Self {
-        Self { waiting: Mutex::default(), max_per_account, metrics, stop }
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            waiting: Mutex::default(),
+            max_per_account: AtomicI64::new(crate::limits::Limits::default().max_waiting_pulls),
+            metrics,
+            stop: CancellationToken::new(),
+            listening: AtomicBool::new(false),
+        }
+    }
+
+    pub fn set_max_per_account(&self, max: i64) {
+        self.max_per_account.store(max, Ordering::Relaxed);
+    }
+
+    /// Ends every wait, now and from now on: the node is stopping.
+    pub fn stop_waits(&self) {
+        self.stop.cancel();
+    }
+
+    /// The wake-up of the dispatcher worker of `queue`: a permit is stored when it is not waiting.
+    pub fn subscribe(&self, queue: QueueId) -> Arc<Notify> {
+        self.waiting.lock().expect("wakeups lock").dispatch.entry(queue).or_default().clone()
     }
 
     /// A place to wait on `queue`, or None when the account already has its most pulls waiting.
     pub fn wait_on(self: &Arc<Self>, account: AccountId, queue: QueueId) -> Option<Waiter> {
         let mut waiting = self.waiting.lock().expect("wakeups lock");
         let count = waiting.accounts.entry(account).or_default();
-        if *count >= self.max_per_account {
+        if *count >= self.max_per_account() {
             return None;
         }
         *count += 1;
@@ -85,28 +111,53 @@ impl Wakeups {
     }
 
     pub fn max_per_account(&self) -> i64 {
-        self.max_per_account
+        self.max_per_account.load(Ordering::Relaxed)
     }
 
     fn wake(&self, queue: QueueId) {
-        if let Some((_, notify)) = self.waiting.lock().expect("wakeups lock").queues.get(&queue) {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        if let Some((_, notify)) = waiting.queues.get(&queue) {
             notify.notify_waiters();
+        }
+        if let Some(notify) = waiting.dispatch.get(&queue) {
+            notify.notify_one();
         }
     }
 
-    /// Wakes every waiter: after the listener lost its connection, notifications may have been missed.
+    /// Wakes every waiter and worker: after the listener lost its connection, notifications may have
+    /// been missed.
     fn wake_all(&self) {
-        for (_, notify) in self.waiting.lock().expect("wakeups lock").queues.values() {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        for (_, notify) in waiting.queues.values() {
             notify.notify_waiters();
         }
+        for notify in waiting.dispatch.values() {
+            notify.notify_one();
+        }
+    }
+
+    /// Starts the node's listener, unless one runs already; it stops with `stop`.
+    pub fn start_listening(
+        self: &Arc<Self>,
+        pool: PgPool,
+        stop: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.listening.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let wakeups = self.clone();
+        Some(tokio::spawn(async move {
+            wakeups.clone().listen(pool, stop).await;
+            wakeups.listening.store(false, Ordering::SeqCst);
+        }))
     }
 
     pub fn woken(&self, cause: Cause) {
         self.metrics.long_poll_wakeups.with_label_values(&[cause.as_str()]).inc();
     }
 
-    /// Listens on the wake-up channel until the node stops, reconnecting when the connection is lost.
-    pub async fn listen(self: Arc<Self>, pool: PgPool) {
+    /// Listens on the wake-up channel until `stop`, reconnecting when the connection is lost.
+    async fn listen(self: Arc<Self>, pool: PgPool, stop: CancellationToken) {
         loop {
             let connected = async {
                 let mut listener = PgListener::connect_with(&pool).await?;
@@ -116,15 +167,15 @@ impl Wakeups {
             let mut listener = match connected.await {
                 Ok(listener) => listener,
                 Err(err) => {
-                    tracing::warn!(error = %err, "LISTEN for long polling failed; waiting pulls end by their timers");
-                    tokio::select! { _ = self.stop.cancelled() => return, _ = tokio::time::sleep(RECONNECT_AFTER) => continue }
+                    tracing::warn!(error = %err, "LISTEN failed; waits end by their timers, workers poll");
+                    tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(RECONNECT_AFTER) => continue }
                 }
             };
             // Anything sent while there was no connection went unheard.
             self.wake_all();
             loop {
                 let notification = tokio::select! {
-                    _ = self.stop.cancelled() => return,
+                    _ = stop.cancelled() => return,
                     n = listener.try_recv() => n,
                 };
                 match notification {
@@ -134,7 +185,7 @@ impl Wakeups {
                         }
                     }
                     Ok(None) | Err(_) => {
-                        tracing::warn!("LISTEN connection for long polling lost; reconnecting");
+                        tracing::warn!("LISTEN connection lost; reconnecting");
                         break;
                     }
                 }
