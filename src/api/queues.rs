@@ -194,7 +194,7 @@ pub async fn delete(
 /// Wakes the pulls waiting on the queue on every node, so that a pause or a delete ends their waits now.
 /// Best effort: the change is made, and a waiting pull still ends by its deadline.
 async fn wake_waiting_pulls(state: &AppState, queue: QueueId) {
-    if let Err(err) = store::messages::wake(&state.pool, &[queue]).await {
+    if let Err(err) = store::messages::wake(&state.pool, &[queue], false).await {
         tracing::warn!(error = %err, "waking the pulls waiting on a changed queue failed");
     }
 }

@@ -168,7 +168,7 @@ impl Delivery {
             self.exhausted(route, done.exhausted.len());
             settled.exhausted = done.exhausted.len();
             if !done.retried.is_empty() {
-                self.wake(queue);
+                self.wake(queue, route.kind == ConsumerKind::Webhook);
             }
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
@@ -193,13 +193,14 @@ impl Delivery {
         Ok(Some(extended.into_iter().collect()))
     }
 
-    /// Wakes whoever waits on the queue on any node (long-polling pulls, its dispatcher) for messages
-    /// retried: back now, or sooner than any timer they set. Sent by a task of its own, so that a retry's
-    /// answer does not wait for it; a lost wake-up only delays a wait until its timer or deadline.
-    fn wake(&self, queue: QueueId) {
+    /// Wakes whoever waits on the queue on any node (long-polling pulls; its dispatcher, when `pushed`)
+    /// for messages retried: back now, or sooner than any timer they set. Sent by a task of its own, so
+    /// that a retry's answer does not wait for it; a lost wake-up only delays a wait until its timer or
+    /// deadline.
+    fn wake(&self, queue: QueueId, pushed: bool) {
         let pool = self.pool.clone();
         tokio::spawn(async move {
-            if let Err(err) = store::messages::wake(&pool, &[queue]).await {
+            if let Err(err) = store::messages::wake(&pool, &[queue], pushed).await {
                 tracing::warn!(error = %err, "waking the consumers of retried messages failed");
             }
         });

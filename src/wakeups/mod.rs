@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
@@ -21,6 +21,13 @@ use crate::store::messages::WAKE_CHANNEL;
 
 /// How long the listener waits before connecting again after losing its connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+/// How long a queue stays marked as waited on in the database, and how much of it this node counts on
+/// (less, for the clocks' sake); a wait ending later than the mark writes it again.
+const MARK_SECONDS: i64 = 60;
+const MARK_TRUSTED: Duration = Duration::from_secs(50);
+/// After writing a mark, a wait looks again this soon: a publish already running when the mark was
+/// written may not have seen it, and so may not wake anyone.
+pub const FRESH_MARK_LOOK: Duration = Duration::from_millis(250);
 
 /// Why a wait ended or looked again, for the `skiplock_long_poll_wakeups_total` counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +36,8 @@ pub enum Cause {
     Timer,
     Deadline,
     Shutdown,
+    /// The look again after writing a mark (`FRESH_MARK_LOOK`).
+    Recheck,
 }
 
 impl Cause {
@@ -38,6 +47,7 @@ impl Cause {
             Cause::Timer => "timer",
             Cause::Deadline => "deadline",
             Cause::Shutdown => "shutdown",
+            Cause::Recheck => "recheck",
         }
     }
 }
@@ -49,6 +59,8 @@ struct Waiting {
     accounts: HashMap<AccountId, i64>,
     /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
     dispatch: HashMap<QueueId, Arc<Notify>>,
+    /// Until when this node's mark of a queue as waited on can be counted on.
+    marked: HashMap<QueueId, Instant>,
 }
 
 /// The node's long-polling pulls and dispatcher workers, and what wakes them.
@@ -108,6 +120,24 @@ impl Wakeups {
         let notify = entry.1.clone();
         self.metrics.waiting_pulls.inc();
         Some(Waiter { wakeups: self.clone(), account, queue, notify })
+    }
+
+    /// Marks `queue` as waited on in the database (`store::messages::wait_on`), unless this node's last
+    /// mark still covers a wait ending at `deadline`. True when it wrote a mark.
+    pub async fn mark(&self, pool: &PgPool, queue: QueueId, deadline: Instant) -> Result<bool, sqlx::Error> {
+        let covered = {
+            let mut waiting = self.waiting.lock().expect("wakeups lock");
+            let now = Instant::now();
+            waiting.marked.retain(|_, until| *until > now);
+            waiting.marked.get(&queue).is_some_and(|until| *until > deadline)
+        };
+        if covered {
+            return Ok(false);
+        }
+        let written_at = Instant::now();
+        crate::store::messages::wait_on(pool, queue, MARK_SECONDS).await?;
+        self.waiting.lock().expect("wakeups lock").marked.insert(queue, written_at + MARK_TRUSTED);
+        Ok(true)
     }
 
     pub fn max_per_account(&self) -> i64 {

@@ -223,3 +223,22 @@ async fn a_waiting_pull_applies_its_acks_first_and_bad_waits_are_400s(pool: PgPo
     assert!(messages(&pull_resp(&app, &q, json!({"wait_time_ms": 0})).await).is_empty());
     assert!(started.elapsed() < PROMPT);
 }
+
+#[sqlx::test]
+async fn only_queues_that_pulls_wait_on_are_notified(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let quiet = app.pull_queue("quiet", json!({})).await;
+    let waited = app.pull_queue("waited", json!({})).await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&pool).await.unwrap();
+    listener.listen("skiplock_messages").await.unwrap();
+    // Nobody waits on this queue: its publish must cost no notification.
+    app.publish_texts(&quiet, &["nobody waits"]).await;
+    let (resp, _) = tokio::join!(pull_resp(&app, &waited, json!({"wait_time_ms": 20_000})), async {
+        until_waiting(&app, 1).await;
+        app.publish_texts(&waited, &["someone waits"]).await;
+    });
+    assert_eq!(messages(&resp)[0]["body"], "someone waits");
+    // Notifications arrive in commit order, so the quiet queue's would have come first.
+    let first = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a notification").unwrap();
+    assert_eq!(first.payload(), waited.parse::<uuid::Uuid>().unwrap().to_string());
+}

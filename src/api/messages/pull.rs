@@ -25,7 +25,7 @@ use crate::state::AppState;
 use crate::store::consumers::{ConsumerFields, DeliveryTarget};
 use crate::store::messages::StoredMessage;
 use crate::store::{self};
-use crate::wakeups::{Cause, Waiter};
+use crate::wakeups::{Cause, Waiter, FRESH_MARK_LOOK};
 
 type Data = web::Data<AppState>;
 
@@ -161,6 +161,8 @@ async fn long_poll(
     deadline: Instant,
 ) -> ApiResult<Vec<StoredMessage>> {
     let queue = batch.route.queue();
+    let marked = state.wakeups.mark(&state.pool, queue, deadline).await?;
+    let mut recheck = marked.then(|| Instant::now() + FRESH_MARK_LOOK);
     loop {
         // Enabled before looking, so that a wake-up sent while looking is not missed.
         let notified = waiter.notified();
@@ -174,14 +176,21 @@ async fn long_poll(
         let next = store::messages::next_visible_in_ms(&state.pool, queue, retention).await?;
         let now = Instant::now();
         let timer = next.map(|ms| now + Duration::from_millis(ms.max(1) as u64)).filter(|at| *at < deadline);
+        let (at, cause) = match (timer, recheck) {
+            (Some(t), Some(r)) if r < t => (r, Cause::Recheck),
+            (None, Some(r)) if r < deadline => (r, Cause::Recheck),
+            (Some(t), _) => (t, Cause::Timer),
+            _ => (deadline, Cause::Deadline),
+        };
         let cause = tokio::select! {
             _ = waiter.stopping().cancelled() => Cause::Shutdown,
             _ = &mut notified => Cause::Notify,
-            _ = tokio::time::sleep_until(timer.unwrap_or(deadline).into()) => {
-                if timer.is_some() { Cause::Timer } else { Cause::Deadline }
-            }
+            _ = tokio::time::sleep_until(at.into()) => cause,
         };
         waiter.woken(cause);
+        if cause == Cause::Recheck {
+            recheck = None;
+        }
         if matches!(cause, Cause::Shutdown | Cause::Deadline) {
             return Ok(Vec::new());
         }
