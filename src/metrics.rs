@@ -136,7 +136,7 @@ impl Default for Metrics {
             long_poll_wakeups: counter_vec(
                 &r,
                 "skiplock_long_poll_wakeups_total",
-                "Long-polling waits woken, by cause: notify, timer, deadline, shutdown.",
+                "Long-polling waits woken, by cause: notify, timer, recheck, deadline, shutdown.",
                 &["cause"],
             ),
             deliveries: counter_vec(
