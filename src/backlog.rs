@@ -17,9 +17,7 @@ const FRESH_FOR: Duration = Duration::from_secs(1);
 const CAPACITY: usize = 10_000;
 
 /// How long to wait before counting again after a count that took `took`: at least `floor`, and long
-/// enough that counting takes at most a twentieth of one connection's time (measured, when counts
-/// walked the queue: counting 1.5 million messages took some 300 ms, and once a second it slowed
-/// publishing by half).
+/// enough that counting takes at most a twentieth of one connection's time (docs/design-notes.md).
 pub fn spacing(took: Duration, floor: Duration) -> Duration {
     floor.max(took * 20)
 }

@@ -5,15 +5,22 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Scope;
-use crate::config::{Settings, ENV_HELP};
+use crate::config::{Settings, SettingsArgs};
 use crate::ids::TokenId;
 use crate::startup::{self, Node, Role};
 use crate::store::pool::MIGRATOR;
 use crate::{api, store, telemetry};
 
 #[derive(Parser)]
-#[command(name = "skiplock", version, about = "A multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API", after_help = ENV_HELP)]
+#[command(
+    name = "skiplock",
+    version,
+    about = "A multi-tenant message-queue service on PostgreSQL that speaks the Cloudflare Queues API"
+)]
 pub struct Cli {
+    /// Every setting is an option here and an environment variable (shown beside it).
+    #[command(flatten)]
+    settings: SettingsArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -70,7 +77,7 @@ enum TokenCommand {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let settings = Settings::from_env()?;
+    let settings = Settings::from(cli.settings);
     telemetry::init(&settings.log_filter, settings.log_json);
     let pool = store::pool::connect(&settings.database_url, settings.db_pool_size).await?;
     match cli.command {

@@ -1,32 +1,85 @@
-//! Settings: defaults, overridden by environment variables, validated once at start-up so a bad value
-//! stops the process with a message instead of surfacing later.
+//! Settings: each is a command-line option and an environment variable, declared once below with its
+//! default and range, so that parsing, validation and `skiplock --help` have one source. A bad value
+//! stops the process at start with a message naming it.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use clap::Args;
 use ipnet::IpNet;
 
 use crate::limits::Limits;
 
-pub const ENV_HELP: &str = "\
-Environment:
-  DATABASE_URL                  PostgreSQL connection URL (required)
-  SKIPLOCK_BIND                 API and dashboard address            [default: 127.0.0.1:8787]
-  SKIPLOCK_METRICS_BIND         Prometheus /metrics address          [default: 127.0.0.1:9787]
-  SKIPLOCK_WEBHOOK_ALLOW_CIDRS  networks exempt from the webhook address guard, comma-separated
-                                (for example 127.0.0.0/8,::1/128)    [default: none]
-  SKIPLOCK_WEBHOOK_TIMEOUT_MS   how long a webhook receiver has to answer [default: 30000]
-  SKIPLOCK_METRICS_MAX_QUEUES   queues with their own /metrics series; the rest are summed
-                                as queue=_other                       [default: 500]
-  SKIPLOCK_QUEUE_GAUGES_EVERY_MS how often the per-queue gauges are recomputed [default: 10000]
-  SKIPLOCK_RATE_LIMIT           requests per second per account on each node (0: none) [default: 5000]
-  SKIPLOCK_RATE_BURST           requests above the rate an account may make at once     [default: 10000]
-  SKIPLOCK_MAX_QUEUES           queues per account                                      [default: 1000]
-  SKIPLOCK_MAX_BACKLOG_BYTES    bytes of messages waiting per queue                     [default: 25000000000]
-  SKIPLOCK_MAX_WAITING_PULLS    long-polling pulls waiting at once per account on each node [default: 1000]
-  SKIPLOCK_DB_POOL_SIZE         database connections per process, and up to 4 for publishes [default: 16]
-  SKIPLOCK_LOG                  log filter (tracing EnvFilter syntax) [default: info,sqlx=warn]
-  SKIPLOCK_LOG_FORMAT           text or json                          [default: text]";
+/// The settings as clap reads them (milliseconds and counts), before they become `Settings`.
+#[derive(Debug, Clone, Args)]
+pub struct SettingsArgs {
+    /// PostgreSQL connection URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    /// API and dashboard address.
+    #[arg(long, env = "SKIPLOCK_BIND", default_value = "127.0.0.1:8787")]
+    bind: SocketAddr,
+    /// Prometheus /metrics address.
+    #[arg(long, env = "SKIPLOCK_METRICS_BIND", default_value = "127.0.0.1:9787")]
+    metrics_bind: SocketAddr,
+    /// Networks exempt from the webhook address guard, comma-separated (for example 127.0.0.0/8,::1/128).
+    #[arg(long, env = "SKIPLOCK_WEBHOOK_ALLOW_CIDRS", value_delimiter = ',', value_parser = parse_network)]
+    webhook_allow_cidrs: Vec<Option<IpNet>>,
+    /// How long a webhook receiver has to answer, in milliseconds.
+    #[arg(long, env = "SKIPLOCK_WEBHOOK_TIMEOUT_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(100..=600_000))]
+    webhook_timeout_ms: u64,
+    /// Queues with their own /metrics series; the rest are summed as queue=_other.
+    #[arg(long, env = "SKIPLOCK_METRICS_MAX_QUEUES", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    metrics_max_queues: u64,
+    /// How often the per-queue gauges are recomputed, in milliseconds.
+    #[arg(long, env = "SKIPLOCK_QUEUE_GAUGES_EVERY_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    queue_gauges_every_ms: u64,
+    /// Requests per second per account on each node (0: none).
+    #[arg(long, env = "SKIPLOCK_RATE_LIMIT", default_value_t = Limits::default().rate_per_second,
+          value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+    rate_limit: u32,
+    /// Requests above the rate an account may make at once.
+    #[arg(long, env = "SKIPLOCK_RATE_BURST", default_value_t = Limits::default().rate_burst,
+          value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
+    rate_burst: u32,
+    /// Queues per account.
+    #[arg(long, env = "SKIPLOCK_MAX_QUEUES", default_value_t = Limits::default().max_queues_per_account,
+          value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    max_queues: i64,
+    /// Bytes of messages waiting per queue.
+    #[arg(long, env = "SKIPLOCK_MAX_BACKLOG_BYTES", default_value_t = Limits::default().max_backlog_bytes_per_queue,
+          value_parser = clap::value_parser!(i64).range(0..=i64::MAX / 2))]
+    max_backlog_bytes: i64,
+    /// Long-polling pulls waiting at once per account on each node (above it: 429).
+    #[arg(long, env = "SKIPLOCK_MAX_WAITING_PULLS", default_value_t = Limits::default().max_waiting_pulls,
+          value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    max_waiting_pulls: i64,
+    /// Database connections per process (and up to 4 more for publishes).
+    #[arg(long, env = "SKIPLOCK_DB_POOL_SIZE", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    db_pool_size: u32,
+    /// Log filter (tracing EnvFilter syntax).
+    #[arg(long, env = "SKIPLOCK_LOG", default_value = "info,sqlx=warn", value_parser = parse_log_filter)]
+    log: String,
+    /// Log format.
+    #[arg(long, env = "SKIPLOCK_LOG_FORMAT", default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+fn parse_network(raw: &str) -> Result<Option<IpNet>, String> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    raw.parse().map(Some).map_err(|_| format!("{raw:?} is not a network like 10.0.0.0/8"))
+}
+
+fn parse_log_filter(raw: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(raw).map(|_| raw.to_owned()).map_err(|e| format!("not a log filter: {e}"))
+}
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -47,85 +100,50 @@ pub struct Settings {
     pub activity_flush_every: Duration,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("invalid configuration: {0}")]
-pub struct ConfigError(String);
-
-impl Settings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|key| std::env::var(key).ok())
-    }
-
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let database_url = get("DATABASE_URL")
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| ConfigError("DATABASE_URL is not set; point it at a PostgreSQL database".into()))?;
-        let addr = |key: &str, default: &str| -> Result<SocketAddr, ConfigError> {
-            let raw = get(key).unwrap_or_else(|| default.to_owned());
-            raw.parse().map_err(|_| ConfigError(format!("{key}={raw:?} is not an address like 127.0.0.1:8787")))
-        };
-        let webhook_allow_cidrs = get("SKIPLOCK_WEBHOOK_ALLOW_CIDRS")
-            .unwrap_or_default()
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                s.parse::<IpNet>().map_err(|_| {
-                    ConfigError(format!("SKIPLOCK_WEBHOOK_ALLOW_CIDRS: {s:?} is not a network like 10.0.0.0/8"))
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        // Every numeric setting: an integer in a range, named in the message when it is not.
-        let number = |key: &str, default: i64, min: i64, max: i64| -> Result<i64, ConfigError> {
-            let raw = get(key).unwrap_or_else(|| default.to_string());
-            raw.parse::<i64>()
-                .ok()
-                .filter(|n| (min..=max).contains(n))
-                .ok_or_else(|| ConfigError(format!("{key}={raw:?} must be a number from {min} to {max}")))
-        };
-        let millis = |key: &str, default: i64, min: i64, max: i64| {
-            number(key, default, min, max).map(|ms| Duration::from_millis(ms as u64))
-        };
-        let db_pool_size = number("SKIPLOCK_DB_POOL_SIZE", 16, 1, 1000)? as u32;
-        let webhook_timeout = millis("SKIPLOCK_WEBHOOK_TIMEOUT_MS", 30_000, 100, 600_000)?;
-        let metrics_max_queues = number("SKIPLOCK_METRICS_MAX_QUEUES", 500, 0, 100_000)? as usize;
-        let queue_gauges_every = millis("SKIPLOCK_QUEUE_GAUGES_EVERY_MS", 10_000, 100, 3_600_000)?;
-        let defaults = Limits::default();
-        let limits = Limits {
-            rate_per_second: number("SKIPLOCK_RATE_LIMIT", defaults.rate_per_second.into(), 0, 10_000_000)? as u32,
-            rate_burst: number("SKIPLOCK_RATE_BURST", defaults.rate_burst.into(), 0, 10_000_000)? as u32,
-            max_queues_per_account: number("SKIPLOCK_MAX_QUEUES", defaults.max_queues_per_account, 0, 1_000_000)?,
-            max_backlog_bytes_per_queue: number(
-                "SKIPLOCK_MAX_BACKLOG_BYTES",
-                defaults.max_backlog_bytes_per_queue,
-                0,
-                i64::MAX / 2,
-            )?,
-            max_waiting_pulls: number("SKIPLOCK_MAX_WAITING_PULLS", defaults.max_waiting_pulls, 0, 1_000_000)?,
-        };
-        let log_json = match get("SKIPLOCK_LOG_FORMAT").as_deref() {
-            None | Some("text") => false,
-            Some("json") => true,
-            Some(other) => return Err(ConfigError(format!("SKIPLOCK_LOG_FORMAT={other:?} must be text or json"))),
-        };
-        let log_filter = get("SKIPLOCK_LOG").unwrap_or_else(|| "info,sqlx=warn".into());
-        tracing_subscriber::EnvFilter::try_new(&log_filter)
-            .map_err(|e| ConfigError(format!("SKIPLOCK_LOG={log_filter:?} is not a log filter: {e}")))?;
-        Ok(Self {
-            database_url,
-            bind: addr("SKIPLOCK_BIND", "127.0.0.1:8787")?,
-            metrics_bind: addr("SKIPLOCK_METRICS_BIND", "127.0.0.1:9787")?,
-            webhook_allow_cidrs,
-            webhook_timeout,
-            metrics_max_queues,
-            queue_gauges_every,
-            limits,
-            db_pool_size,
-            log_filter,
-            log_json,
+impl From<SettingsArgs> for Settings {
+    fn from(a: SettingsArgs) -> Self {
+        Self {
+            database_url: a.database_url,
+            bind: a.bind,
+            metrics_bind: a.metrics_bind,
+            webhook_allow_cidrs: a.webhook_allow_cidrs.into_iter().flatten().collect(),
+            webhook_timeout: Duration::from_millis(a.webhook_timeout_ms),
+            metrics_max_queues: a.metrics_max_queues as usize,
+            queue_gauges_every: Duration::from_millis(a.queue_gauges_every_ms),
+            limits: Limits {
+                rate_per_second: a.rate_limit,
+                rate_burst: a.rate_burst,
+                max_queues_per_account: a.max_queues,
+                max_backlog_bytes_per_queue: a.max_backlog_bytes,
+                max_waiting_pulls: a.max_waiting_pulls,
+            },
+            db_pool_size: a.db_pool_size,
+            log_filter: a.log,
+            log_json: a.log_format == "json",
             retention_sweep_every: Duration::from_secs(30),
             activity_flush_every: Duration::from_secs(2),
-        })
+        }
+    }
+}
+
+/// A parser of the settings alone, for callers that build a node without the command line (tests).
+#[derive(clap::Parser)]
+struct SettingsOnly {
+    #[command(flatten)]
+    settings: SettingsArgs,
+}
+
+impl Settings {
+    /// The settings from `args` (options as on the command line), then the environment, then the defaults.
+    pub fn from_args<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::Parser;
+        let program = std::iter::once(std::ffi::OsString::from("skiplock"));
+        let parsed = SettingsOnly::try_parse_from(program.chain(args.into_iter().map(Into::into)))?;
+        Ok(parsed.settings.into())
     }
 }
 
@@ -133,24 +151,24 @@ impl Settings {
 mod tests {
     use super::*;
 
-    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
-        Settings::from_lookup(|k| pairs.iter().find(|(key, _)| *key == k).map(|(_, v)| v.to_string()))
-    }
-
     #[test]
     fn defaults_apply_when_only_the_database_is_given() {
-        let s = settings(&[("DATABASE_URL", "postgres://x")]).unwrap();
+        let s = Settings::from_args(["--database-url", "postgres://x"]).unwrap();
         assert_eq!(s.bind.to_string(), "127.0.0.1:8787");
         assert_eq!(s.metrics_bind.to_string(), "127.0.0.1:9787");
-        assert!(s.webhook_allow_cidrs.is_empty());
+        assert_eq!(s.limits, Limits::default());
+        assert_eq!(s.webhook_timeout, Duration::from_secs(30));
     }
 
     #[test]
-    fn invalid_values_name_the_variable() {
-        assert!(settings(&[]).unwrap_err().to_string().contains("DATABASE_URL"));
-        let err = settings(&[("DATABASE_URL", "postgres://x"), ("SKIPLOCK_BIND", "nope")]).unwrap_err();
-        assert!(err.to_string().contains("SKIPLOCK_BIND"));
-        let err = settings(&[("DATABASE_URL", "x"), ("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.1/8,bad")]).unwrap_err();
-        assert!(err.to_string().contains("bad"));
+    fn invalid_values_name_the_setting() {
+        let err = |args: &[&str]| Settings::from_args(args).unwrap_err().to_string();
+        assert!(err(&["--database-url", "x", "--bind", "nope"]).contains("--bind"));
+        assert!(err(&["--database-url", "x", "--webhook-allow-cidrs", "127.0.0.1/8,bad"]).contains("bad"));
+        assert!(err(&["--database-url", "x", "--db-pool-size", "0"]).contains("--db-pool-size"));
+        assert!(err(&["--database-url", "x", "--log-format", "xml"]).contains("--log-format"));
+        let cidrs =
+            Settings::from_args(["--database-url", "x", "--webhook-allow-cidrs", "127.0.0.0/8,::1/128"]).unwrap();
+        assert_eq!(cidrs.webhook_allow_cidrs.len(), 2);
     }
 }

@@ -177,6 +177,8 @@ impl ApiError {
             (_, Some("40001" | "40P01")) => Self::unavailable(err),
             // The database shutting down or starting (admin_shutdown, crash_shutdown, cannot_connect_now).
             (_, Some("57P01" | "57P02" | "57P03")) => Self::unavailable(err),
+            // A write reached a read-only server (a standby during a failover): nothing was applied.
+            (_, Some("25006")) => Self::unavailable(err),
             // Text PostgreSQL cannot store, such as a NUL character.
             (_, Some("22021" | "22P05")) => {
                 Self::invalid("text in the request cannot be stored: NUL characters are not allowed")

@@ -1,7 +1,7 @@
 //! Background upkeep every node runs: deleting messages past their queue's retention period, folding
 //! the queue count deltas, and vacuuming the message tables often. Claims and acks leave a dead row
 //! behind for every message; autovacuum visits a database at most once a minute, far too rarely for a
-//! queue, and claims slow down as they walk dead index entries (PERF-NOTES.md). The work is
+//! queue, and claims slow down as they walk dead index entries (docs/design-notes.md). The work is
 //! idempotent: sweeps claim rows with SKIP LOCKED, each count delta is folded by one fold, and a
 //! vacuum another node is running is skipped, so any number of nodes can run it.
 
@@ -52,13 +52,11 @@ impl MessageTable {
 }
 
 /// How often each message table is vacuumed, each on a loop of its own: a long vacuum of the bodies
-/// must not hold back the next one of `messages`, whose dead index entries every claim walks. Often
-/// also keeps the bodies small: at 20k messages/s, every 30 s let a gigabyte of dead bodies pile up,
-/// each vacuum of it took 6-30 s and the table outgrew memory.
+/// must not hold back the next one of `messages`, whose dead index entries every claim walks, and
+/// vacuuming often keeps the bodies' table within memory.
 pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
-/// A table is vacuumed only when it has at least this many dead rows. A queue that is only published
-/// to leaves none, and vacuuming its new pages anyway took a tenth of the database's time under a
-/// publish-only load (a second per `message_bodies` vacuum at 60k messages/s).
+/// A table is vacuumed only when it has at least this many dead rows: a queue that is only published to
+/// leaves none, and vacuuming its new pages anyway is costly work for nothing.
 const VACUUM_DEAD_ROWS: i64 = 1_000;
 
 /// One message table's vacuum, pass after pass: what it needs to remember between passes.

@@ -5,12 +5,10 @@
 //! is written at once, with no added wait.
 //!
 //! One statement at a time, as a rule: statements of many rows cost PostgreSQL far less per message
-//! than several concurrent smaller ones (measured with 64 concurrent single publishes: 46 CPU µs per
-//! message with one writer, 62-71 with two or four). But once a batch is large, a bigger one saves
-//! little, while more statements overlap each other's WAL flushes and use more cores: so another
-//! statement starts while others are in flight (up to `MAX_STATEMENTS`) only when at least
-//! `CONCURRENT_STATEMENT_MESSAGES` are waiting (batches of 100 from 4 clients: 60k -> 71k messages/s
-//! with up to four statements rather than one or two).
+//! than several concurrent smaller ones. But once a batch is large, a bigger one saves little, while
+//! more statements overlap each other's WAL flushes and use more cores: so another statement starts
+//! while others are in flight (up to `MAX_STATEMENTS`) only when at least
+//! `CONCURRENT_STATEMENT_MESSAGES` are waiting. The figures behind both are in docs/design-notes.md.
 //!
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.

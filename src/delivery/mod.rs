@@ -74,7 +74,7 @@ impl Delivery {
     /// since the consumer named it.
     pub async fn route(&self, account: AccountId, target: &DeliveryTarget) -> Result<Route, sqlx::Error> {
         let consumer = target.consumer.as_ref();
-        let kind = consumer.and_then(|c| ConsumerKind::parse(&c.kind).ok()).unwrap_or(ConsumerKind::HttpPull);
+        let kind = consumer.map_or(ConsumerKind::HttpPull, |c| c.kind);
         let settings = RouteSettings {
             kind,
             dead_letter_queue: consumer.map_or("", |c| c.dead_letter_queue.as_str()),
@@ -157,7 +157,7 @@ impl Delivery {
             let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
             let gone = done.deleted;
             self.backlog.removed(queue, gone.ids.len(), gone.bytes);
-            let kind = route.map(|r| r.kind).or_else(|| done.consumer_kind.and_then(|k| ConsumerKind::parse(&k).ok()));
+            let kind = route.map(|r| r.kind).or(done.consumer_kind);
             self.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
             settled.acked = gone.ids.into_iter().collect();
         }

@@ -92,7 +92,7 @@ pub struct WebhookConsumer {
 
 impl From<WebhookConsumerRow> for WebhookConsumer {
     fn from(row: WebhookConsumerRow) -> Self {
-        let retry = store::consumers::retry_policy(row.retry_delay, &row.retry_backoff, row.retry_delay_max);
+        let retry = store::consumers::retry_policy(row.retry_delay, row.retry_backoff, row.retry_delay_max);
         Self {
             id: row.id,
             account_id: row.account_id,

@@ -230,18 +230,28 @@ impl ConsumerSettings {
     }
 }
 
-/// A webhook URL: absolute http or https, with a host. Where it may connect is checked at
-/// delivery time, not here.
+/// A webhook URL: absolute http or https, with a host, parsed by the `url` crate the delivery client
+/// uses, so a URL accepted here is one the client can send to. Where it may connect is checked at
+/// delivery time, not here. Stored as the client will send it (normalised by the parser).
 pub fn parse_webhook_url(raw: &str) -> Result<String, Invalid> {
-    let rest = raw
-        .strip_prefix("https://")
-        .or_else(|| raw.strip_prefix("http://"))
-        .ok_or_else(|| invalid(format!("url must be an absolute http or https URL, got {raw:?}")))?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-    if host.is_empty() || raw.len() > 2048 || raw.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(invalid(format!("url must be an absolute http or https URL with a host, got {raw:?}")));
+    let wrong =
+        |why: &str| invalid(format!("url must be an absolute http or https URL with a host ({why}), got {raw:?}"));
+    if raw.len() > 2048 || !raw.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(wrong("at most 2048 characters of printable ASCII; international names in punycode"));
     }
-    Ok(raw.to_owned())
+    let url = url::Url::parse(raw).map_err(|e| wrong(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(wrong("the scheme must be http or https"));
+    }
+    // The parser reads `http:///path` as the host `path`; the writer meant no host at all.
+    let after_scheme = raw.split_once("://").map_or("", |(_, rest)| rest);
+    if url.host_str().is_none_or(str::is_empty) || after_scheme.starts_with('/') {
+        return Err(wrong("it has no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(wrong("credentials do not belong in it"));
+    }
+    Ok(url.into())
 }
 
 #[cfg(test)]
@@ -293,5 +303,9 @@ mod tests {
         assert!(parse_webhook_url("ftp://example.com").is_err());
         assert!(parse_webhook_url("http:///path").is_err());
         assert!(parse_webhook_url("http://a b").is_err());
+        assert!(parse_webhook_url("http://user:pw@example.com/").is_err());
+        assert!(parse_webhook_url("https://exa mple.com/").is_err());
+        // What the client would send: the parser's form.
+        assert_eq!(parse_webhook_url("HTTPS://Example.COM").unwrap(), "https://example.com/");
     }
 }

@@ -18,7 +18,7 @@ pub struct ConsumerRow {
     pub account_id: AccountId,
     pub queue_id: QueueId,
     pub queue_name: String,
-    pub kind: String,
+    pub kind: ConsumerKind,
     pub dead_letter_queue: String,
     pub batch_size: i32,
     pub max_retries: i32,
@@ -28,22 +28,18 @@ pub struct ConsumerRow {
     pub visibility_timeout_ms: Option<i32>,
     pub url: Option<String>,
     pub created_at: DateTime<Utc>,
-    pub retry_backoff: String,
+    pub retry_backoff: Backoff,
     pub retry_delay_max: Option<i32>,
 }
 
 /// A consumer's retry policy from its columns.
-pub fn retry_policy(retry_delay: i32, backoff: &str, max: Option<i32>) -> RetryPolicy {
-    RetryPolicy {
-        backoff: Backoff::parse(backoff).expect("the retry_backoff column is checked by the schema"),
-        max_delay: max.map_or(MAX_DELAY_SECONDS, Into::into),
-        base_delay: retry_delay.into(),
-    }
+pub fn retry_policy(retry_delay: i32, backoff: Backoff, max: Option<i32>) -> RetryPolicy {
+    RetryPolicy { backoff, max_delay: max.map_or(MAX_DELAY_SECONDS, Into::into), base_delay: retry_delay.into() }
 }
 
 impl ConsumerRow {
     pub fn kind(&self) -> ConsumerKind {
-        ConsumerKind::parse(&self.kind).expect("the kind column is checked by the schema")
+        self.kind
     }
 
     pub fn settings(&self) -> ConsumerSettings {
@@ -54,7 +50,7 @@ impl ConsumerRow {
             max_wait_time_ms: self.max_wait_time_ms.map(Into::into),
             visibility_timeout_ms: self.visibility_timeout_ms.map(Into::into),
             max_concurrency: self.max_concurrency.map(Into::into),
-            retry: retry_policy(self.retry_delay, &self.retry_backoff, self.retry_delay_max),
+            retry: retry_policy(self.retry_delay, self.retry_backoff, self.retry_delay_max),
         }
     }
 }
@@ -85,7 +81,7 @@ pub async fn create(
     .bind(id)
     .bind(account)
     .bind(queue)
-    .bind(spec.kind.as_str())
+    .bind(spec.kind)
     .bind(spec.dead_letter_queue)
     .bind(s.batch_size as i32)
     .bind(s.max_retries as i32)
@@ -207,7 +203,7 @@ pub struct DeliveryTarget {
 
 #[derive(Debug, Clone)]
 pub struct ConsumerFields {
-    pub kind: String,
+    pub kind: ConsumerKind,
     pub dead_letter_queue: String,
     pub batch_size: i32,
     pub max_retries: i32,
@@ -241,12 +237,12 @@ struct DeliveryTargetRow {
     queue_id: QueueId,
     delivery_paused: bool,
     message_retention_period: i32,
-    kind: Option<String>,
+    kind: Option<ConsumerKind>,
     dead_letter_queue: Option<String>,
     batch_size: Option<i32>,
     max_retries: Option<i32>,
     retry_delay: Option<i32>,
-    retry_backoff: Option<String>,
+    retry_backoff: Option<Backoff>,
     retry_delay_max: Option<i32>,
     visibility_timeout_ms: Option<i32>,
     dead_letter_queue_id: Option<QueueId>,
@@ -261,7 +257,7 @@ impl DeliveryTargetRow {
                     dead_letter_queue: self.dead_letter_queue.unwrap_or_default(),
                     batch_size,
                     max_retries,
-                    retry: retry_policy(retry_delay, &backoff, self.retry_delay_max),
+                    retry: retry_policy(retry_delay, backoff, self.retry_delay_max),
                     visibility_timeout_ms: self.visibility_timeout_ms,
                 })
             }

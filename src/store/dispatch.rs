@@ -27,7 +27,7 @@ pub struct WebhookConsumerRow {
     pub max_concurrency: Option<i32>,
     pub max_retries: i32,
     pub retry_delay: i32,
-    pub retry_backoff: String,
+    pub retry_backoff: crate::queue::consumer::Backoff,
     pub retry_delay_max: Option<i32>,
 }
 

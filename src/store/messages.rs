@@ -25,15 +25,14 @@ pub struct StoredMessage {
 /// A dead-lettered message keeps its id and timestamp and starts its attempts again. The dead-letter
 /// queue's row is share-locked so a concurrent delete of it waits; if it is already gone, the message
 /// stays where it is until the queue is made again. The lock is taken only when a message is exhausted:
-/// taken on every claim, it made concurrent claims share it through a multixact each time (claims of
-/// 100 with 4 clients: 10-12% fewer per second), and a delete of the dead-letter queue stalled every
-/// pull of the queues feeding it. A move changes two queues' counts, which no trigger sees (see the
+/// taken on every claim, concurrent claims would share it through a multixact each time, and a delete of
+/// the dead-letter queue would stall every pull of the queues feeding it. A move changes two queues' counts, which no trigger sees (see the
 /// `queue_counts` migration), so `moved` writes their deltas.
 ///
 /// Rows found by an earlier step are addressed as `id = any(array(...))`, one primary-key probe each,
 /// rather than joined: a prepared statement's generic plan may join by merging along the whole primary
-/// key from its start, which in a draining queue is where the dead entries of acked messages pile up
-/// (measured: a claim of 100 took 3.4 ms instead of about 1), or hash-join against a scan of every message.
+/// key from its start, which in a draining queue is where the dead entries of acked messages pile up, or
+/// hash-join against a scan of every message.
 macro_rules! dead_letter_ctes {
     () => {
         "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
@@ -543,8 +542,8 @@ pub async fn next_visible_in_ms(
 
 /// Deletes the given messages of the queue (a webhook's acks and purges by ref); returns the ids that were
 /// there.
-/// No separate pass locks the rows in id order first: that pass cost W2 (pull 100 + ack 100) about 8% of
-/// its throughput, and rows reach a delete in the order of the scan. Only acks, retries or purges of the
+/// No separate pass locks the rows in id order first (it cost more than the rare deadlock it avoids), and
+/// rows reach a delete in the order of the scan. Only acks, retries or purges of the
 /// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
 /// it applies, and its caller gets a 503 to retry (see `error.rs`).
 pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
@@ -564,11 +563,11 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
 #[derive(Debug)]
 pub struct Acked {
     pub deleted: Deleted,
-    pub consumer_kind: Option<String>,
+    pub consumer_kind: Option<crate::queue::consumer::ConsumerKind>,
 }
 
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
-/// account's, so an ack costs one round trip (looking the queue up first cost a second one per ack).
+/// account's, so an ack costs one round trip, not a look-up of the queue and then a delete.
 /// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
 pub async fn ack(
     db: impl PgExecutor<'_>,
@@ -576,7 +575,7 @@ pub async fn ack(
     queue: QueueId,
     ids: &[MessageId],
 ) -> Result<Option<Acked>, sqlx::Error> {
-    let rows: Vec<(Option<String>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
+    let rows: Vec<(Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
         "with target as (
              select q.id, (select c.kind from consumers c where c.queue_id = q.id) as kind
              from queues q where q.account_id = $1 and q.id = $2),
@@ -592,7 +591,7 @@ pub async fn ack(
     .fetch_all(db)
     .await?;
     let Some((consumer_kind, _, _)) = rows.first() else { return Ok(None) };
-    let consumer_kind = consumer_kind.clone();
+    let consumer_kind = *consumer_kind;
     // The queue's row comes back once with no message when nothing was deleted.
     let deleted = rows.into_iter().filter_map(|(_, id, size)| Some((id?, size?))).collect();
     Ok(Some(Acked { deleted, consumer_kind }))

@@ -12,6 +12,7 @@ pub mod pool;
 pub mod queues;
 pub mod stats;
 pub mod tokens;
+pub mod types;
 
 use rand::RngCore;
 use sqlx::PgPool;

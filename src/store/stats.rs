@@ -45,22 +45,6 @@ pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<V
     .await
 }
 
-/// The account's queues that dead-letter into the queue named `name`.
-pub async fn dead_letter_sources(
-    pool: &PgPool,
-    account: AccountId,
-    name: &str,
-) -> Result<Vec<(QueueId, String)>, sqlx::Error> {
-    sqlx::query_as(
-        "select q.id, q.name from consumers c join queues q on q.id = c.queue_id
-         where c.account_id = $1 and c.dead_letter_queue = $2 order by q.name",
-    )
-    .bind(account)
-    .bind(name)
-    .fetch_all(pool)
-    .await
-}
-
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ActivityBucket {
     pub bucket: DateTime<Utc>,

@@ -83,11 +83,11 @@ async fn start_node(
         .connect_with((*pool.connect_options()).clone())
         .await
         .expect("the app's pool connects");
-    let mut settings = skiplock::config::Settings::from_lookup(|key| match key {
-        "DATABASE_URL" => Some("postgres://unused-the-pool-is-given".into()),
-        "SKIPLOCK_BIND" | "SKIPLOCK_METRICS_BIND" => Some("127.0.0.1:0".into()),
-        _ => None,
-    })
+    let mut settings = skiplock::config::Settings::from_args([
+        "--database-url=postgres://unused-the-pool-is-given",
+        "--bind=127.0.0.1:0",
+        "--metrics-bind=127.0.0.1:0",
+    ])
     .expect("test settings are valid");
     settings.limits = limits;
     settings.activity_flush_every = Duration::from_millis(200);

@@ -18,13 +18,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
+import { StepFailed, accountApi, expect } from './steps.mjs';
+
 const HEX32 = /^[0-9a-f]{32}$/;
-
-class StepFailed extends Error {}
-
-function expect(cond, what, got) {
-  if (!cond) throw new StepFailed(`expected ${what}; got ${JSON.stringify(got)}`);
-}
 
 const { values: args } = parseArgs({
   options: {
@@ -52,22 +48,7 @@ console.log(`cloudflare ${version} (${pkg}) on node ${process.version} against $
 // maxRetries 0: a 5xx or 429 must fail the step, not be retried away.
 const client = new Cloudflare({ apiToken: token, baseURL: baseUrl, maxRetries: 0, timeout: 30_000 });
 
-/** The server's own view, read over plain HTTP and not through the SDK. */
-async function api(method, path, body) {
-  const res = await fetch(`${baseUrl}/accounts/${account}/${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    throw new StepFailed(`${method} ${path}: answer is not JSON (HTTP ${res.status}): ${text}`);
-  }
-  return { status: res.status, body: json };
-}
+const api = accountApi(baseUrl, account, token);
 
 async function serverQueue(id) {
   const r = await api('GET', `queues/${id}`);

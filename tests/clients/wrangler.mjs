@@ -27,11 +27,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-class StepFailed extends Error {}
-
-function expect(cond, what, got) {
-  if (!cond) throw new StepFailed(`expected ${what}; got ${typeof got === 'string' ? got : JSON.stringify(got)}`);
-}
+import { StepFailed, accountApi, expect } from './steps.mjs';
 
 const FLOWS = ['core', 'no-account-id', 'whoami', 'jurisdiction'];
 const { values: args } = parseArgs({
@@ -117,20 +113,7 @@ async function wrangler(...cmd) {
   return out;
 }
 
-/** The server's own view, read over plain HTTP. */
-async function api(method, path, body) {
-  const res = await fetch(`${baseUrl}/accounts/${account}/${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  try {
-    return { status: res.status, body: JSON.parse(text) };
-  } catch {
-    throw new StepFailed(`${method} ${path}: answer is not JSON (HTTP ${res.status}): ${text}`);
-  }
-}
+const api = accountApi(baseUrl, account, token);
 
 /** The queue of this name on the server, or null. */
 async function serverQueueByName(name) {

@@ -132,7 +132,7 @@ struct Metadata {
 /// The queue's consumer, if it is an http_pull one.
 fn pull_consumer(target: &DeliveryTarget) -> ApiResult<&ConsumerFields> {
     match &target.consumer {
-        Some(c) if c.kind == ConsumerKind::HttpPull.as_str() => Ok(c),
+        Some(c) if c.kind == ConsumerKind::HttpPull => Ok(c),
         _ => Err(ApiError::new(
             Kind::NoPullConsumer,
             "this queue has no http_pull consumer; create one with POST .../consumers {\"type\": \"http_pull\"}",

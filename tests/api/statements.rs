@@ -1,0 +1,80 @@
+//! The statements the HTTP tests do not reach, each run here: the operator's token commands, the
+//! vacuum, the refresh of a queue's oldest message time, and the release of a batch's leases. With the
+//! rest of the suite, every statement in `src/store/` is run by some test (docs/testing.md says how
+//! that was checked).
+
+use serde_json::{json, Value};
+use skiplock::maintenance::{MessageTable, TableVacuum};
+use sqlx::PgPool;
+
+use crate::helpers::{lease, spawn_app};
+
+async fn skiplock(pool: &PgPool, args: &[&str]) -> (bool, String) {
+    let options = pool.connect_options();
+    let url = format!(
+        "postgres://{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("postgres")
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_skiplock"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .await
+        .expect("the skiplock binary runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+}
+
+#[sqlx::test]
+async fn the_operators_token_commands_create_and_revoke_a_token(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let account = app.account.to_string();
+    let (ok, out) = skiplock(&pool, &["token", "create", "--account", &account, "--name", "ops"]).await;
+    assert!(ok, "{out}");
+    let created: Value = serde_json::from_str(out.lines().next().unwrap()).expect("token create prints JSON");
+    let token = created["token"].as_str().unwrap();
+    let verify = format!("{}/client/v4/user/tokens/verify", app.address);
+    app.raw(reqwest::Method::GET, &verify, Some(token), None).await.expect_ok();
+    let (ok, out) = skiplock(&pool, &["token", "revoke", created["token_id"].as_str().unwrap()]).await;
+    assert!(ok, "{out}");
+    let (ok, out) = skiplock(&pool, &["token", "create", "--account", &"0".repeat(32), "--name", "x"]).await;
+    assert!(!ok && out.contains("no account"), "{out}");
+}
+
+#[sqlx::test]
+async fn a_vacuum_runs_when_due_and_the_oldest_time_is_recomputed(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a", "b"]).await;
+    let got = app.pull(&q, json!({"batch_size": 1})).await;
+    app.ack(&q, &[lease(&got[0])], json!([])).await;
+    // The acked message was the oldest: the count's oldest time is no longer exact until refreshed.
+    skiplock::store::counts::fold(&pool).await.unwrap();
+    let exact: bool =
+        sqlx::query_scalar("select bool_and(oldest_exact) from queue_counts").fetch_one(&pool).await.unwrap();
+    assert!(!exact, "acking the oldest message leaves the oldest time to be recomputed");
+    let stale: Vec<uuid::Uuid> =
+        skiplock::store::counts::refresh_oldest(&pool).await.unwrap().into_iter().map(|q| q.0).collect();
+    assert!(stale.is_empty(), "nothing is past its retention: {stale:?}");
+    let exact: bool =
+        sqlx::query_scalar("select bool_and(oldest_exact) from queue_counts").fetch_one(&pool).await.unwrap();
+    assert!(exact);
+    let mut vacuum = TableVacuum::new(MessageTable::Messages);
+    assert!(vacuum.run_if_due(&pool, 0).await.unwrap(), "a table with no dead-row floor is always due");
+}
+
+#[sqlx::test]
+async fn released_leases_make_their_messages_deliverable_at_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a"]).await;
+    let got = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
+    let id: skiplock::ids::MessageId = got[0]["id"].as_str().unwrap().parse().unwrap();
+    let queue: skiplock::ids::QueueId = q.parse().unwrap();
+    let attempts = got[0]["attempts"].as_i64().unwrap() as i32;
+    assert_eq!(skiplock::store::messages::release(&pool, queue, &[(id, attempts)]).await.unwrap(), 1);
+    let again = app.pull(&q, json!({})).await;
+    assert_eq!(again.len(), 1, "released, it is delivered again without waiting out its lease");
+}
