@@ -22,3 +22,4 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod testkit;
+pub mod wakeups;

@@ -30,6 +30,9 @@ pub struct Metrics {
     pub redrive_tasks: IntGaugeVec,
     pub dropped: IntCounter,
     pub expired: IntCounter,
+    pub leases_extended: IntCounter,
+    pub waiting_pulls: IntGauge,
+    pub long_poll_wakeups: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -131,6 +134,23 @@ impl Default for Metrics {
                 &r,
                 "skiplock_messages_expired_total",
                 "Messages deleted past their queue's retention period.",
+            ),
+            leases_extended: counter(
+                &r,
+                "skiplock_leases_extended_total",
+                "Leases extended by POST .../messages/extend (pull and webhook leases).",
+            ),
+            waiting_pulls: {
+                let g = IntGauge::new("skiplock_waiting_pulls", "Long-polling pulls waiting on this node now.")
+                    .expect("a valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            long_poll_wakeups: counter_vec(
+                &r,
+                "skiplock_long_poll_wakeups_total",
+                "Long-polling waits woken, by cause: notify, timer, recheck, deadline, shutdown.",
+                &["cause"],
             ),
             deliveries: counter_vec(
                 &r,

@@ -78,6 +78,7 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/messages/batch"; post => messages::publish_batch))
         .service(resource!("/messages/pull"; post => messages::pull))
         .service(resource!("/messages/ack"; post => messages::ack))
+        .service(resource!("/messages/extend"; post => messages::extend))
         .service(resource!("/messages/peek"; post => messages::peek))
         .service(resource!("/messages/purge"; post => messages::purge))
         .service(resource!("/metrics"; get => queues::metrics))

@@ -64,6 +64,11 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, format!("queues/{theirs}/messages/batch"), body(json!({"messages": [{"body": 1}]}))),
         (Method::POST, format!("queues/{theirs}/messages/pull"), body(json!({}))),
         (Method::POST, format!("queues/{theirs}/messages/ack"), body(json!({"acks": [{"lease_id": their_lease}]}))),
+        (
+            Method::POST,
+            format!("queues/{theirs}/messages/extend"),
+            body(json!({"leases": [{"lease_id": their_lease, "visibility_timeout_ms": 1}]})),
+        ),
         (Method::POST, format!("queues/{theirs}/messages/peek"), body(json!({}))),
         (Method::POST, format!("queues/{theirs}/messages/purge"), body(json!({"refs": []}))),
         (Method::POST, format!("queues/{theirs}/redrive"), body(json!({}))),
@@ -82,6 +87,10 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
     let ack = body(json!({"acks": [{"lease_id": their_lease}], "retries": [{"lease_id": their_lease}]}));
     let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/ack"), Some(&token), ack).await;
     assert_eq!(resp.expect_ok()["ackCount"], 0);
+    assert!(resp.result()["warnings"].get(&their_lease).is_some());
+    let extend = body(json!({"leases": [{"lease_id": their_lease, "visibility_timeout_ms": 1}]}));
+    let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/extend"), Some(&token), extend).await;
+    assert_eq!(resp.expect_ok()["extendCount"], 0);
     assert!(resp.result()["warnings"].get(&their_lease).is_some());
 
     // Nothing of the victim's changed.
@@ -154,6 +163,11 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                     format!("queues/{q}/messages/ack"),
                     json!({"acks": [{"lease_id": lease_id}], "retries": [{"lease_id": lease_id}]}),
                 ),
+                (
+                    Method::POST,
+                    format!("queues/{q}/messages/extend"),
+                    json!({"leases": [{"lease_id": lease_id, "visibility_timeout_ms": 1}]}),
+                ),
                 (Method::POST, format!("queues/{q}/messages/peek"), json!({})),
                 (Method::POST, format!("queues/{q}/messages/purge"), json!({"refs": [{"ref": reference}]})),
                 (Method::POST, format!("queues/{q}/redrive"), json!({"refs": [{"ref": reference}]})),
@@ -184,7 +198,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 32);
+    assert_eq!(tried, 8 * 2 * 33);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
