@@ -203,6 +203,53 @@ impl Api {
         Ok(Drained { messages: done.load(Ordering::Relaxed), seconds: started.elapsed().as_secs_f64(), pulls })
     }
 
+    /// W2b: as `drain`, but each pull carries the acks of the batch before it (one request per batch);
+    /// the last batch's acks go alone. Returns the messages acked and the seconds taken.
+    pub async fn drain_carrying_acks(&self, queue: &str, consumers: usize, seconds: f64) -> anyhow::Result<(u64, f64)> {
+        let done = Arc::new(AtomicU64::new(0));
+        let started = Instant::now();
+        let until = started + Duration::from_secs_f64(seconds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..consumers {
+            let (api, queue, done) = (self.clone(), queue.to_owned(), done.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&api.host).await?;
+                let mut pending: Vec<String> = Vec::new();
+                let acks = |leases: &[String]| {
+                    leases.iter().map(|l| format!(r#"{{"lease_id":"{l}"}}"#)).collect::<Vec<_>>().join(",")
+                };
+                while Instant::now() < until {
+                    let body =
+                        format!(r#"{{"batch_size":100,"visibility_timeout_ms":60000,"acks":[{}]}}"#, acks(&pending));
+                    let answer = connection.send(&api.request(&queue, "/pull", body.as_bytes())).await?;
+                    if answer.status != 200 {
+                        bail!("pull carrying acks: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                    done.fetch_add(pending.len() as u64, Ordering::Relaxed);
+                    let pulled: Pulled<'_> = serde_json::from_slice(&answer.body).context("a pull answer")?;
+                    pending = pulled.result.messages.iter().map(|m| m.lease_id.to_owned()).collect();
+                    if pending.is_empty() {
+                        break;
+                    }
+                }
+                // The last batch's acks, on their own.
+                if !pending.is_empty() {
+                    let body = format!(r#"{{"acks":[{}]}}"#, acks(&pending));
+                    let answer = connection.send(&api.request(&queue, "/ack", body.as_bytes())).await?;
+                    if answer.status != 200 {
+                        bail!("ack: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                    done.fetch_add(pending.len() as u64, Ordering::Relaxed);
+                }
+                anyhow::Ok(())
+            });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok((done.load(Ordering::Relaxed), started.elapsed().as_secs_f64()))
+    }
+
     /// Pulls up to 100 messages and acks them all; returns how many.
     async fn pull_and_ack(&self, connection: &mut Connection, queue: &str) -> anyhow::Result<u64> {
         let pull = self.request(queue, "/pull", br#"{"batch_size":100,"visibility_timeout_ms":60000}"#);

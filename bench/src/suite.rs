@@ -26,7 +26,7 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w3, w4, w5), comma-separated; w1k also runs W1d.
+    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5), comma-separated; w1k also runs W1d, w2 also W2b.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -483,6 +483,24 @@ impl Bench {
         Ok((Row { workload: "W2 drain, pull 100 + ack 100, 4 consumers", runs }, pulls))
     }
 
+    /// W2b: the W2 drain with each batch's acks carried by the next pull (skiplock's extension), set
+    /// beside W2's systems of the same run.
+    async fn draining_carried(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<Row> {
+        let mut runs = Vec::new();
+        for _ in 0..plan.rounds {
+            self.empty_queues().await?;
+            self.preload(System::Skiplock, queues, plan.preload).await?;
+            let work = self.api.drain_carrying_acks(&queues.skiplock, 4, plan.seconds);
+            let run = self.measure(System::Skiplock, work).await?;
+            eprintln!("  W2b: skiplock (HTTP) {:.0} msg/s", run.rate());
+            runs.push(run);
+        }
+        Ok(Row {
+            workload: "W2b drain, pull 100 carrying the last batch's acks, 4 consumers",
+            runs: vec![(System::Skiplock, runs)],
+        })
+    }
+
     /// A pgbench drain of a queue preloaded with `preload` messages: as many claims of 100 as it takes
     /// (4 clients), timed; the messages are those gone from the queue (`left` counts what remains).
     async fn drain_with_pgbench(
@@ -615,6 +633,9 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         let (row, pulls) = bench.draining(&plan, &queues).await?;
         rows.push(row);
         empty_pulls = pulls;
+    }
+    if (wanted("w2") || wanted("w2b")) && bench.present(System::Skiplock) {
+        rows.push(bench.draining_carried(&plan, &queues).await?);
     }
     let (cycle, backlog) = if wanted("w5") {
         (bench.cycling(&plan, &queues).await?, Some(bench.behind_backlog(&plan, &queues).await?))
