@@ -8,7 +8,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency bench bench-quick chaos fuzz db-up db-down venv clean
+.PHONY: run test lint latency bench bench-quick chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -78,6 +78,13 @@ chaos:
 	for mode in pull webhook; do
 	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
 	done
+
+# High availability (docs/deploy.md): etcd, two Patroni-managed PostgreSQL instances behind HAProxy and four
+# skiplock nodes under load, through node kills, a switchover and a failover (installs patroni, etcd-server
+# and haproxy as root when they are missing).
+ha-test:
+	@cargo build --release --quiet --workspace --bins
+	scripts/ha/run.sh target/release
 
 # The fuzz targets (token, lease id and webhook-answer parsers), a minute each; make test runs 10 s each.
 fuzz:
