@@ -52,6 +52,9 @@ test: venv
 	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --workspace --quiet -- --test-threads=6
+	# The high-availability test (docs/deploy.md), on the debug binaries the tests just built: about 100 s.
+	cargo build --workspace --bins --quiet
+	scripts/ha/run.sh target/debug
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (docs/benchmarks.md).
 latency:
