@@ -59,6 +59,10 @@ impl Activity {
         counter.inc_by(n as u64);
     }
 
+    pub fn extended(&self, n: usize) {
+        self.metrics.leases_extended.inc_by(n as u64);
+    }
+
     pub fn expired(&self, n: u64) {
         self.metrics.expired.inc_by(n);
     }

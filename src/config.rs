@@ -53,6 +53,10 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_MAX_BACKLOG_BYTES", default_value_t = Limits::default().max_backlog_bytes_per_queue,
           value_parser = clap::value_parser!(i64).range(0..=i64::MAX / 2))]
     max_backlog_bytes: i64,
+    /// Long-polling pulls waiting at once per account on each node (above it: 429).
+    #[arg(long, env = "SKIPLOCK_MAX_WAITING_PULLS", default_value_t = Limits::default().max_waiting_pulls,
+          value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
+    max_waiting_pulls: i64,
     /// Database connections per process (and up to 4 more for publishes).
     #[arg(long, env = "SKIPLOCK_DB_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -111,6 +115,7 @@ impl From<SettingsArgs> for Settings {
                 rate_burst: a.rate_burst,
                 max_queues_per_account: a.max_queues,
                 max_backlog_bytes_per_queue: a.max_backlog_bytes,
+                max_waiting_pulls: a.max_waiting_pulls,
             },
             db_pool_size: a.db_pool_size,
             log_filter: a.log,

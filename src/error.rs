@@ -36,6 +36,8 @@ pub enum Kind {
     ConsumerExists,
     NoPullConsumer,
     DeliveryPaused,
+    /// A second redrive task for a queue that has one running, or a redrive of a queue into itself.
+    RedriveConflict,
     RateLimited,
     QueueFull,
     /// The database cannot be reached, is shutting down, or a transaction lost a conflict: nothing was
@@ -79,6 +81,7 @@ impl Kind {
             Kind::ConsumerExists => (S::CONFLICT, 11012, false),
             Kind::NoPullConsumer => (S::CONFLICT, 11011, false),
             Kind::DeliveryPaused => (S::CONFLICT, 11010, true),
+            Kind::RedriveConflict => (S::CONFLICT, 11015, false),
             Kind::RateLimited => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::Unavailable => (S::SERVICE_UNAVAILABLE, 10000, true),
@@ -177,6 +180,8 @@ impl ApiError {
             (_, Some("40001" | "40P01")) => Self::unavailable(err),
             // The database shutting down or starting (admin_shutdown, crash_shutdown, cannot_connect_now).
             (_, Some("57P01" | "57P02" | "57P03")) => Self::unavailable(err),
+            // A write reached a read-only server (a standby during a failover): nothing was applied.
+            (_, Some("25006")) => Self::unavailable(err),
             // Text PostgreSQL cannot store, such as a NUL character.
             (_, Some("22021" | "22P05")) => {
                 Self::invalid("text in the request cannot be stored: NUL characters are not allowed")

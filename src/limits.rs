@@ -15,6 +15,8 @@ pub struct Limits {
     pub rate_burst: u32,
     pub max_queues_per_account: i64,
     pub max_backlog_bytes_per_queue: i64,
+    /// Long-polling pulls waiting at once per account on each node.
+    pub max_waiting_pulls: i64,
 }
 
 impl Default for Limits {
@@ -24,6 +26,7 @@ impl Default for Limits {
             rate_burst: 10_000,
             max_queues_per_account: 1_000,
             max_backlog_bytes_per_queue: 25_000_000_000,
+            max_waiting_pulls: 1_000,
         }
     }
 }

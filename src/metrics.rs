@@ -26,8 +26,13 @@ pub struct Metrics {
     pub acked: IntCounterVec,
     pub retried: IntCounterVec,
     pub dead_lettered: IntCounter,
+    pub redriven: IntCounter,
+    pub redrive_tasks: IntGaugeVec,
     pub dropped: IntCounter,
     pub expired: IntCounter,
+    pub leases_extended: IntCounter,
+    pub waiting_pulls: IntGauge,
+    pub long_poll_wakeups: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -109,6 +114,17 @@ impl Default for Metrics {
                 "skiplock_messages_dead_lettered_total",
                 "Messages moved to a dead-letter queue after their last delivery.",
             ),
+            redriven: counter(
+                &r,
+                "skiplock_messages_redriven_total",
+                "Messages moved back out of a queue by redrive tasks.",
+            ),
+            redrive_tasks: gauge_vec(
+                &r,
+                "skiplock_redrive_tasks",
+                "Redrive tasks of every account, by status (running, completed, cancelled, failed).",
+                &["status"],
+            ),
             dropped: counter(
                 &r,
                 "skiplock_messages_dropped_total",
@@ -118,6 +134,23 @@ impl Default for Metrics {
                 &r,
                 "skiplock_messages_expired_total",
                 "Messages deleted past their queue's retention period.",
+            ),
+            leases_extended: counter(
+                &r,
+                "skiplock_leases_extended_total",
+                "Leases extended by POST .../messages/extend (pull and webhook leases).",
+            ),
+            waiting_pulls: {
+                let g = IntGauge::new("skiplock_waiting_pulls", "Long-polling pulls waiting on this node now.")
+                    .expect("a valid metric");
+                r.register(Box::new(g.clone())).expect("registered once");
+                g
+            },
+            long_poll_wakeups: counter_vec(
+                &r,
+                "skiplock_long_poll_wakeups_total",
+                "Long-polling waits woken, by cause: notify, timer, recheck, deadline, shutdown.",
+                &["cause"],
             ),
             deliveries: counter_vec(
                 &r,
@@ -268,6 +301,11 @@ pub fn serve(metrics: Arc<Metrics>, pool: PgPool, bind: std::net::SocketAddr) ->
 /// a large number of tenants cannot explode the number of series.
 pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: usize) -> Result<(), sqlx::Error> {
     let mut states = crate::store::stats::queue_states(pool, None).await?;
+    let tasks = crate::store::redrive::count_by_status(pool).await?;
+    for status in ["running", "completed", "cancelled", "failed"] {
+        let n = tasks.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
+        metrics.redrive_tasks.with_label_values(&[status]).set(n);
+    }
     let now = chrono::Utc::now();
     let backlog_of: std::collections::HashMap<(crate::ids::AccountId, &str), i64> =
         states.iter().map(|s| ((s.account_id, s.queue_name.as_str()), s.backlog_count)).collect();

@@ -23,9 +23,10 @@ use crate::metrics::{self, Metrics};
 use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 use crate::state::AppState;
+use crate::wakeups::Wakeups;
 
-/// What the parts of one node share: the pool, the metrics and activity counters, the backlog cache
-/// and the delivery core.
+/// What the parts of one node share: the pool, the metrics and activity counters, the backlog cache,
+/// the delivery core and the wake-ups (one LISTEN connection per node).
 #[derive(Clone)]
 pub struct Shared {
     pub pool: PgPool,
@@ -33,6 +34,7 @@ pub struct Shared {
     pub activity: Arc<Activity>,
     pub backlog: Arc<BacklogCache>,
     pub delivery: Arc<Delivery>,
+    pub wakeups: Arc<Wakeups>,
 }
 
 impl Shared {
@@ -45,7 +47,8 @@ impl Shared {
         let activity = Arc::new(Activity::new(metrics.clone()));
         let backlog = Arc::new(BacklogCache::default());
         let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
-        Self { pool, metrics, activity, backlog, delivery }
+        let wakeups = Arc::new(Wakeups::new(metrics.clone()));
+        Self { pool, metrics, activity, backlog, delivery, wakeups }
     }
 }
 
@@ -66,7 +69,8 @@ pub async fn dispatcher(
 ) -> Result<Dispatcher, sqlx::Error> {
     let signer = Signer::new(crate::store::server_key(&shared.pool).await?);
     let client = WebhookClient::new(guard, settings.timeout, settings.max_in_flight);
-    Ok(Dispatcher::new(shared.pool.clone(), signer, client, settings, shared.activity.clone(), shared.delivery.clone()))
+    let parts = (shared.activity.clone(), shared.delivery.clone(), shared.wakeups.clone());
+    Ok(Dispatcher::new(shared.pool.clone(), signer, client, settings, parts))
 }
 
 /// A running node: every background task of its roles, its HTTP app and dispatcher, all stopped by one
@@ -121,6 +125,19 @@ impl Node {
             tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
         }
         tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
+        tasks.spawn(crate::redrive::run(pool.clone(), shared.metrics.clone(), stop.clone()));
+        let wakeups = shared.wakeups.clone();
+        wakeups.set_max_per_account(settings.limits.max_waiting_pulls);
+        if let Some(listener) = wakeups.start_listening(pool.clone(), stop.clone()) {
+            tasks.spawn(async move {
+                let _ = listener.await;
+            });
+        }
+        let waits_stop = stop.clone();
+        tasks.spawn(async move {
+            waits_stop.cancelled().await;
+            wakeups.stop_waits();
+        });
         if roles.contains(&Role::Dispatcher) {
             let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
             let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
@@ -169,6 +186,7 @@ impl Application {
             signer: Signer::new(crate::store::server_key(&pool).await?),
             publisher: Publisher::start(pool.clone()),
             delivery: shared.delivery.clone(),
+            wakeups: shared.wakeups.clone(),
             backlog: shared.backlog.clone(),
             activity: shared.activity.clone(),
             limits,

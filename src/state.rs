@@ -1,5 +1,5 @@
 //! What every request handler shares: the pool, the lease signer, the publisher, the delivery core,
-//! the activity and backlog counters and the limits. Built by the composition root (`startup`).
+//! the activity and backlog counters, the long-polling wake-ups and the limits. Built by the composition root (`startup`).
 
 use std::sync::Arc;
 
@@ -11,6 +11,7 @@ use crate::delivery::Delivery;
 use crate::limits::Limits;
 use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
+use crate::wakeups::Wakeups;
 
 pub struct AppState {
     pub pool: PgPool,
@@ -19,5 +20,6 @@ pub struct AppState {
     pub publisher: Publisher,
     pub backlog: Arc<BacklogCache>,
     pub delivery: Arc<Delivery>,
+    pub wakeups: Arc<Wakeups>,
     pub limits: Limits,
 }

@@ -15,6 +15,7 @@
 mod api_load;
 mod chaos;
 mod cpu;
+mod first_delivery;
 mod ha;
 mod http;
 mod latency;
@@ -43,6 +44,11 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         seconds: u32,
     },
+    /// W6 first delivery: create a webhook consumer and publish at once, `tries` times (the first a warm-up).
+    FirstDelivery {
+        #[arg(long, default_value_t = 21)]
+        tries: usize,
+    },
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -56,6 +62,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
+        Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

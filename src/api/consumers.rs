@@ -119,6 +119,7 @@ pub async fn create(
         url: valid.url.as_deref(),
     };
     let row = store::consumers::create(&state.pool, account, queue.id, &spec, secret.as_deref()).await?;
+    announce_change(&state, queue.id).await;
     let mut view = ConsumerView::new(&row);
     view.signing_secret = secret;
     Ok(ok(view))
@@ -178,6 +179,7 @@ pub async fn update(
     let row = store::consumers::update(&state.pool, account, queue.id, current.id, &spec)
         .await?
         .ok_or_else(|| ApiError::not_found("consumer"))?;
+    announce_change(&state, queue.id).await;
     Ok(ok(ConsumerView::new(&row)))
 }
 
@@ -191,7 +193,16 @@ pub async fn delete(
     if !store::consumers::delete(&state.pool, auth.account_id(), queue.id, id).await? {
         return Err(ApiError::not_found("consumer"));
     }
+    announce_change(&state, queue.id).await;
     Ok(ok(json!({})))
+}
+
+/// Tells every node's dispatcher that this queue's consumers changed. Best effort: the change is
+/// committed, and a dispatcher that misses the notice finds it at its next periodic read.
+pub async fn announce_change(state: &AppState, queue: crate::ids::QueueId) {
+    if let Err(err) = store::consumers::announce_change(&state.pool, queue).await {
+        tracing::warn!(error = %err, "announcing a consumer change failed; dispatchers find it within a second");
+    }
 }
 
 pub async fn rotate_secret(

@@ -38,6 +38,17 @@ pub fn ok(result: impl Serialize) -> HttpResponse {
     })
 }
 
+/// A 201 with the envelope, for an object the request created.
+pub fn created(result: impl Serialize) -> HttpResponse {
+    HttpResponse::Created().json(Envelope::<_, ResultInfo> {
+        success: true,
+        errors: [],
+        messages: [],
+        result,
+        result_info: None,
+    })
+}
+
 #[derive(Serialize)]
 pub struct ResultInfo {
     pub page: i64,

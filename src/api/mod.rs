@@ -7,6 +7,7 @@ pub mod consumers;
 pub mod envelope;
 pub mod messages;
 pub mod queues;
+pub mod redrive;
 pub mod stats;
 pub mod subscriptions;
 pub mod tokens;
@@ -77,11 +78,14 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/messages/batch"; post => messages::publish_batch))
         .service(resource!("/messages/pull"; post => messages::pull))
         .service(resource!("/messages/ack"; post => messages::ack))
+        .service(resource!("/messages/extend"; post => messages::extend))
         .service(resource!("/messages/peek"; post => messages::peek))
         .service(resource!("/messages/purge"; post => messages::purge))
         .service(resource!("/metrics"; get => queues::metrics))
         .service(resource!("/stats"; get => stats::one_queue))
         .service(resource!("/purge"; get => queues::purge_status, post => queues::purge))
+        .service(resource!("/redrive"; get => redrive::list, post => redrive::start))
+        .service(resource!("/redrive/{redrive_id}"; get => redrive::get, delete => redrive::cancel))
         .service(resource!("/consumers"; get => consumers::list, post => consumers::create))
         .service(resource!("/consumers/{consumer_id}";
             get => consumers::get, put => consumers::update, delete => consumers::delete))
@@ -116,11 +120,16 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
-/// Ready when the database answers within a second; recovers by itself when it is back.
+/// Ready when the database answers within a second and accepts writes; recovers by itself when it is
+/// back (or a new primary answers at its address).
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let check = tokio::time::timeout(std::time::Duration::from_secs(1), crate::store::pool::ping(&state.pool));
     match check.await.unwrap_or(Err(sqlx::Error::PoolTimedOut)) {
-        Ok(_) => HttpResponse::Ok().json(json!({"status": "ready"})),
+        Ok(true) => HttpResponse::Ok().json(json!({"status": "ready"})),
+        Ok(false) => {
+            tracing::warn!("readiness check: the database is read-only");
+            HttpResponse::ServiceUnavailable().json(json!({"status": "unavailable", "error": "database read-only"}))
+        }
         Err(err) => {
             tracing::warn!(error = %err, "readiness check: database unreachable");
             HttpResponse::ServiceUnavailable().json(json!({"status": "unavailable", "error": "database unreachable"}))

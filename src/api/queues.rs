@@ -149,9 +149,15 @@ async fn update(
     }
     let base = if replace { QueueSettings::default() } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
+    let pausing = settings.delivery_paused && !queue.settings().delivery_paused;
     let updated = store::queues::update(&state.pool, account, queue.id, &name, settings)
         .await?
         .ok_or_else(ApiError::queue_not_found)?;
+    // Pausing, resuming or renaming changes what the dispatchers deliver.
+    super::consumers::announce_change(&state, queue.id).await;
+    if pausing {
+        wake_waiting_pulls(&state, queue.id).await;
+    }
     Ok(ok(view(&state, &updated).await?))
 }
 
@@ -183,7 +189,17 @@ pub async fn delete(
         return Err(ApiError::queue_not_found());
     }
     state.backlog.forget(id);
+    super::consumers::announce_change(&state, id).await;
+    wake_waiting_pulls(&state, id).await;
     Ok(ok(json!({})))
+}
+
+/// Wakes the pulls waiting on the queue on every node, so that a pause or a delete ends their waits now.
+/// Best effort: the change is made, and a waiting pull still ends by its deadline.
+async fn wake_waiting_pulls(state: &AppState, queue: QueueId) {
+    if let Err(err) = store::messages::wake(&state.pool, &[queue], false).await {
+        tracing::warn!(error = %err, "waking the pulls waiting on a changed queue failed");
+    }
 }
 
 pub async fn metrics(

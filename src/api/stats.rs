@@ -12,8 +12,12 @@ use super::queues::queue_id;
 use crate::activity::BUCKET_SECONDS;
 use crate::auth::{Authed, QueuesRead};
 use crate::error::{ApiError, ApiResult};
+use crate::ids::QueueId;
 use crate::state::AppState;
-use crate::store::{self, stats::QueueState};
+use crate::store::{
+    self,
+    stats::{QueueState, SourceCount},
+};
 
 type Data = web::Data<AppState>;
 
@@ -36,11 +40,24 @@ fn summary(state: &QueueState, all: &HashMap<&str, &QueueState>, sources: Vec<Va
     })
 }
 
-fn sources_of(states: &[QueueState], name: &str) -> Vec<Value> {
-    states
+/// A queue's dead-letter sources: the queues whose consumer names it as dead-letter queue (with 0
+/// messages if none of theirs is here) and every queue its dead-lettered messages came from, with how
+/// many; a source deleted since has `queue_name` null.
+fn sources_of(states: &[QueueState], this: &QueueState, counts: &[SourceCount]) -> Vec<Value> {
+    let mut sources: HashMap<QueueId, (Option<&str>, i64)> = states
         .iter()
-        .filter(|s| s.dead_letter_queue == name)
-        .map(|s| json!({"queue_id": s.queue_id, "queue_name": s.queue_name}))
+        .filter(|s| s.dead_letter_queue == this.queue_name)
+        .map(|s| (s.queue_id, (Some(s.queue_name.as_str()), 0)))
+        .collect();
+    for count in counts.iter().filter(|c| c.queue_id == this.queue_id) {
+        let name = states.iter().find(|s| s.queue_id == count.source).map(|s| s.queue_name.as_str());
+        sources.entry(count.source).or_insert((name, 0)).1 += count.messages;
+    }
+    let mut sources: Vec<_> = sources.into_iter().collect();
+    sources.sort_by(|(a_id, (a, _)), (b_id, (b, _))| (a.is_none(), a, a_id.0).cmp(&(b.is_none(), b, b_id.0)));
+    sources
+        .into_iter()
+        .map(|(id, (name, count))| json!({"queue_id": id, "queue_name": name, "message_count": count}))
         .collect()
 }
 
@@ -48,8 +65,9 @@ fn sources_of(states: &[QueueState], name: &str) -> Vec<Value> {
 /// the queues that dead-letter into it.
 pub async fn all_queues(state: Data, auth: Authed<QueuesRead>) -> ApiResult<HttpResponse> {
     let states = store::stats::queue_states(&state.pool, Some(auth.account_id())).await?;
+    let counts = store::stats::dead_letter_source_counts(&state.pool, auth.account_id()).await?;
     let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
-    let result: Vec<Value> = states.iter().map(|s| summary(s, &by_name, sources_of(&states, &s.queue_name))).collect();
+    let result: Vec<Value> = states.iter().map(|s| summary(s, &by_name, sources_of(&states, s, &counts))).collect();
     Ok(ok(result))
 }
 
@@ -63,8 +81,9 @@ pub async fn one_queue(
     let id = queue_id(&path.1)?;
     let states = store::stats::queue_states(&state.pool, Some(account)).await?;
     let this = states.iter().find(|s| s.queue_id == id).ok_or_else(ApiError::queue_not_found)?;
+    let counts = store::stats::dead_letter_source_counts(&state.pool, account).await?;
     let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
-    let mut result = summary(this, &by_name, sources_of(&states, &this.queue_name));
+    let mut result = summary(this, &by_name, sources_of(&states, this, &counts));
 
     let bucket = Duration::seconds(BUCKET_SECONDS);
     let now = Utc::now().duration_trunc(bucket).expect("a bucket fits in a timestamp");

@@ -14,7 +14,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{Claim, ClaimSpec, Retry, SlotRequest};
+use crate::store::messages::{Claim, ClaimSpec, Extension, Retry, SlotRequest};
 use crate::store::{self};
 
 pub use crate::ids::MessageId;
@@ -167,9 +167,43 @@ impl Delivery {
             self.activity.retried(route.kind, done.retried.len());
             self.exhausted(route, done.exhausted.len());
             settled.exhausted = done.exhausted.len();
+            if !done.retried.is_empty() {
+                self.wake(queue, route.kind == ConsumerKind::Webhook);
+            }
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
         Ok(Some(settled))
+    }
+
+    /// Extends leases of the account's queue (a consumer's heartbeat), for pull and webhook leases alike.
+    /// Of several entries naming one lease the first counts. None when the account has no such queue;
+    /// else the leases, as (message, delivery), that were current and now run longer.
+    pub async fn extend(
+        &self,
+        account: AccountId,
+        queue: QueueId,
+        extensions: &[Extension],
+    ) -> Result<Option<HashSet<(MessageId, i32)>>, sqlx::Error> {
+        let mut seen = HashSet::new();
+        let first: Vec<Extension> = extensions.iter().filter(|e| seen.insert((e.id, e.attempt))).copied().collect();
+        let Some(extended) = store::messages::extend(&self.pool, account, queue, &first).await? else {
+            return Ok(None);
+        };
+        self.activity.extended(extended.len());
+        Ok(Some(extended.into_iter().collect()))
+    }
+
+    /// Wakes whoever waits on the queue on any node (long-polling pulls; its dispatcher, when `pushed`)
+    /// for messages retried: back now, or sooner than any timer they set. Sent by a task of its own, so
+    /// that a retry's answer does not wait for it; a lost wake-up only delays a wait until its timer or
+    /// deadline.
+    fn wake(&self, queue: QueueId, pushed: bool) {
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store::messages::wake(&pool, &[queue], pushed).await {
+                tracing::warn!(error = %err, "waking the consumers of retried messages failed");
+            }
+        });
     }
 
     fn exhausted(&self, route: &Route, count: usize) {

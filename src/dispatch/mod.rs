@@ -30,6 +30,7 @@ use crate::queue::lease::Signer;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{SlotRequest, StoredMessage};
 use crate::store::{self};
+use crate::wakeups::Wakeups;
 use client::{Reply, WebhookClient};
 
 pub use worker::run;
@@ -65,6 +66,7 @@ pub struct Dispatcher {
     settings: DispatchSettings,
     activity: Arc<Activity>,
     delivery: Arc<Delivery>,
+    wakeups: Arc<Wakeups>,
     /// Consumers whose dispatch slots exist for their current max_concurrency.
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
 }
@@ -124,10 +126,9 @@ impl Dispatcher {
         signer: Signer,
         client: WebhookClient,
         settings: DispatchSettings,
-        activity: Arc<Activity>,
-        delivery: Arc<Delivery>,
+        (activity, delivery, wakeups): (Arc<Activity>, Arc<Delivery>, Arc<Wakeups>),
     ) -> Self {
-        Self { pool, signer, client, settings, activity, delivery, slots_made: Default::default() }
+        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made: Default::default() }
     }
 
     /// Every webhook consumer whose queue is not paused.

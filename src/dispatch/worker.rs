@@ -1,26 +1,23 @@
-//! The dispatcher's loops: `run` keeps one worker per active webhook consumer and wakes workers when
-//! their queue gets messages (LISTEN/NOTIFY); a worker decides when a batch is due and keeps up to
-//! `max_concurrency` deliveries in flight while the backlog lasts.
+//! The dispatcher's loops: `run` keeps one worker per active webhook consumer, woken when their queue
+//! gets messages by the node's one listener (`wakeups`, LISTEN/NOTIFY); a worker decides when a batch
+//! is due and keeps up to `max_concurrency` deliveries in flight while the backlog lasts.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::PgListener;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, WebhookConsumer};
-use crate::ids::{ConsumerId, QueueId};
+use crate::ids::ConsumerId;
 use crate::store;
 
 /// The longest a worker sleeps without looking: a safety net for wake-ups from other nodes.
 const IDLE_POLL: Duration = Duration::from_secs(1);
 /// How soon to try again when every slot is taken (other nodes' deliveries finishing).
 const SLOT_POLL: Duration = Duration::from_millis(100);
-
-type Wakers = Arc<Mutex<HashMap<QueueId, Arc<Notify>>>>;
 
 struct Worker {
     config: watch::Sender<WebhookConsumer>,
@@ -31,16 +28,18 @@ struct Worker {
 /// Runs the dispatcher until `stop` is cancelled, then lets in-flight deliveries finish (or releases
 /// them after the grace period) before returning.
 pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
-    let wakers: Wakers = Arc::default();
-    let listener = tokio::spawn(listen(dispatcher.pool.clone(), wakers.clone(), stop.clone()));
+    // The node's listener, unless the node runs one already (a dispatcher built on its own, in tests).
+    let listener = dispatcher.wakeups.start_listening(dispatcher.pool.clone(), stop.clone());
     let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
     loop {
         match dispatcher.consumers().await {
-            Ok(active) => reconcile(&dispatcher, &wakers, &mut workers, active, &stop),
+            Ok(active) => reconcile(&dispatcher, &mut workers, active, &stop),
             Err(err) => tracing::warn!(error = %err, "reading webhook consumers failed; will retry"),
         }
+        // Read again when any node announces a consumer change; the periodic read is a safety net.
         tokio::select! {
             _ = stop.cancelled() => break,
+            _ = dispatcher.wakeups.consumers_changed().notified() => {}
             _ = tokio::time::sleep(dispatcher.settings.refresh_every) => {}
         }
     }
@@ -48,13 +47,14 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
         worker.stop.cancel();
         let _ = worker.handle.await;
     }
-    let _ = listener.await;
+    if let Some(listener) = listener {
+        let _ = listener.await;
+    }
 }
 
 /// Starts workers for new consumers, updates changed ones, and stops those deleted or paused.
 fn reconcile(
     dispatcher: &Arc<Dispatcher>,
-    wakers: &Wakers,
     workers: &mut HashMap<ConsumerId, Worker>,
     active: Vec<WebhookConsumer>,
     shutdown: &CancellationToken,
@@ -70,7 +70,7 @@ fn reconcile(
             });
             continue;
         }
-        let wake = wakers.lock().expect("wakers lock").entry(consumer.queue_id).or_default().clone();
+        let wake = dispatcher.wakeups.subscribe(consumer.queue_id);
         let (config, updates) = watch::channel(consumer.clone());
         let stop = shutdown.child_token();
         let handle = tokio::spawn(work(dispatcher.clone(), updates, wake, stop.clone(), shutdown.clone()));
@@ -84,41 +84,6 @@ fn reconcile(
         }
         keep
     });
-}
-
-/// Wakes the worker of a queue whenever a publish to it commits.
-async fn listen(pool: sqlx::PgPool, wakers: Wakers, stop: CancellationToken) {
-    loop {
-        let mut listener = match PgListener::connect_with(&pool).await {
-            Ok(l) => l,
-            Err(err) => {
-                tracing::warn!(error = %err, "LISTEN connection failed; workers poll until it is back");
-                tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
-            }
-        };
-        if let Err(err) = listener.listen("skiplock_messages").await {
-            tracing::warn!(error = %err, "LISTEN failed; retrying");
-            tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(IDLE_POLL) => continue }
-        }
-        loop {
-            let notification = tokio::select! {
-                _ = stop.cancelled() => return,
-                n = listener.recv() => n,
-            };
-            match notification {
-                Ok(n) => {
-                    let Ok(queue) = uuid::Uuid::parse_str(n.payload()) else { continue };
-                    if let Some(wake) = wakers.lock().expect("wakers lock").get(&QueueId(queue)) {
-                        wake.notify_one();
-                    }
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "LISTEN connection lost; reconnecting");
-                    break;
-                }
-            }
-        }
-    }
 }
 
 /// What a worker's next step is.

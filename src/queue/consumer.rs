@@ -10,6 +10,10 @@ pub const MAX_CONCURRENCY: i64 = 250;
 /// Cloudflare's defaults, for a queue pulled or acked without a consumer and a pull consumer's lease.
 pub const DEFAULT_MAX_RETRIES: i32 = 3;
 pub const DEFAULT_VISIBILITY_TIMEOUT_MS: i64 = 30_000;
+/// The longest lease a pull, a consumer setting or an extension may ask for: 12 hours.
+pub const MAX_VISIBILITY_TIMEOUT_MS: i64 = 43_200_000;
+/// The longest a long-polling pull may wait for a message: 20 seconds.
+pub const MAX_WAIT_TIME_MS: i64 = 20_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -201,7 +205,8 @@ impl ConsumerSettings {
                     return Err(only_for("max_concurrency", ConsumerKind::Webhook));
                 }
                 if let Some(v) = input.visibility_timeout_ms {
-                    s.visibility_timeout_ms = Some(in_range(&field("visibility_timeout_ms"), v, 1, 43_200_000, " ms")?);
+                    s.visibility_timeout_ms =
+                        Some(in_range(&field("visibility_timeout_ms"), v, 1, MAX_VISIBILITY_TIMEOUT_MS, " ms")?);
                 }
             }
             ConsumerKind::Webhook => {

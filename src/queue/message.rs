@@ -228,6 +228,22 @@ impl serde::Serialize for PulledBody<'_> {
     }
 }
 
+/// Where a dead-lettered message came from, as its `metadata` shows it: the source queue's name (absent
+/// once that queue is deleted) and when it was dead-lettered.
+#[derive(Debug, serde::Serialize)]
+pub struct DeadLetterOrigin<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_source_queue: Option<&'a str>,
+    pub dead_lettered_at_ms: i64,
+}
+
+impl<'a> DeadLetterOrigin<'a> {
+    /// None for a message that was never dead-lettered (or was before sources were recorded).
+    pub fn of(source: Option<&'a str>, at: Option<chrono::DateTime<chrono::Utc>>) -> Option<Self> {
+        at.map(|at| DeadLetterOrigin { dead_letter_source_queue: source, dead_lettered_at_ms: at.timestamp_millis() })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -298,3 +298,12 @@ pub async fn rotate_secret(
     .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// The channel on which consumer changes are announced.
+pub const CHANGES_CHANNEL: &str = "skiplock_changes";
+
+/// Tells every dispatcher that the consumers of `queue` changed (created, updated, deleted, paused), so
+/// they read them again now rather than at their next periodic read.
+pub async fn announce_change(pool: &PgPool, queue: QueueId) -> Result<(), sqlx::Error> {
+    sqlx::query("select pg_notify($1, $2::text)").bind(CHANGES_CHANNEL).bind(queue).execute(pool).await.map(|_| ())
+}

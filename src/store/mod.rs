@@ -10,6 +10,7 @@ pub mod maintenance;
 pub mod messages;
 pub mod pool;
 pub mod queues;
+pub mod redrive;
 pub mod stats;
 pub mod tokens;
 pub mod types;

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Connection, Executor, PgPool};
+use sqlx::{Executor, PgPool};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -35,18 +35,39 @@ pub fn pool_options(size: u32) -> PgPoolOptions {
         .test_before_acquire(false)
         .before_acquire(|conn, meta| {
             Box::pin(async move {
+                // An idle connection is checked with a round trip that also asks whether the server still
+                // takes writes; one that reports read-only (its server was demoted) is discarded.
                 if meta.idle_for > CHECK_IDLE_CONNECTIONS_AFTER {
-                    conn.ping().await?;
+                    return writable(&mut *conn).await;
                 }
                 Ok(true)
             })
         })
         // No JIT compilation: every statement here is short, but the planner overestimates a few (the
         // queue gauges' walk), and compiling those takes longer than running them.
-        .after_connect(|conn, _| Box::pin(async move { conn.execute("set jit = off").await.map(|_| ()) }))
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                conn.execute("set jit = off").await?;
+                // After a failover the address may still lead to the old primary, now a standby: a
+                // connection that can only read is refused, so requests fail with a 503 until it moves.
+                if !writable(&mut *conn).await? {
+                    return Err(sqlx::Error::Io(std::io::Error::other(
+                        "the database is read-only (a standby, or a primary being demoted)",
+                    )));
+                }
+                Ok(())
+            })
+        })
 }
 
-/// The readiness check: the database answers a trivial statement.
-pub async fn ping(pool: &PgPool) -> Result<(), sqlx::Error> {
-    sqlx::query("select 1").execute(pool).await.map(|_| ())
+/// Whether the server behind a connection accepts writes: not in recovery, not read-only by default.
+pub async fn writable(conn: impl sqlx::PgExecutor<'_>) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select not pg_is_in_recovery() and current_setting('default_transaction_read_only') = 'off'")
+        .fetch_one(conn)
+        .await
+}
+
+/// The readiness check: the database answers and accepts writes.
+pub async fn ping(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    writable(pool).await
 }

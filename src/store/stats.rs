@@ -45,6 +45,29 @@ pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<V
     .await
 }
 
+/// How many messages of a dead-letter queue came from one source queue.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct SourceCount {
+    pub queue_id: QueueId,
+    pub source: QueueId,
+    pub messages: i64,
+}
+
+/// For each of the account's queues that holds dead-lettered messages, how many came from each source
+/// (read from the partial index of dead-lettered messages only).
+pub async fn dead_letter_source_counts(pool: &PgPool, account: AccountId) -> Result<Vec<SourceCount>, sqlx::Error> {
+    sqlx::query_as(
+        "select m.queue_id, m.dead_letter_source as source, count(*) as messages
+         from messages m
+         where m.queue_id = any(array(select id from queues where account_id = $1))
+           and m.dead_letter_source is not null
+         group by m.queue_id, m.dead_letter_source",
+    )
+    .bind(account)
+    .fetch_all(pool)
+    .await
+}
+
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct ActivityBucket {
     pub bucket: DateTime<Utc>,

@@ -9,8 +9,9 @@ use sqlx::PgPool;
 
 use crate::helpers::{spawn_app, TestApp};
 
-/// A flow that takes longer than this has hung; each normally ends within 20 s.
-const FLOW_DEADLINE: Duration = Duration::from_secs(90);
+/// A flow that takes longer than this has hung. Each normally ends within 20 s, but eleven flows start
+/// Node processes at once beside the rest of the suite, and on a busy 2-core machine one took over 90 s.
+const FLOW_DEADLINE: Duration = Duration::from_secs(300);
 
 fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients")

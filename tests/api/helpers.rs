@@ -66,6 +66,16 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
+    let (address, metrics, stop) = start_node(&pool, limits).await;
+    let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
+    TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
+}
+
+/// A node with the API role on the test's database: its address, metrics and stop token.
+async fn start_node(
+    pool: &PgPool,
+    limits: skiplock::limits::Limits,
+) -> (String, std::sync::Arc<skiplock::metrics::Metrics>, CancellationToken) {
     // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
     // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
     // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
@@ -86,8 +96,7 @@ pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> T
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
     let metrics = node.shared.metrics.clone();
     tokio::spawn(node.wait());
-    let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
-    TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
+    (address, metrics, stop)
 }
 
 /// A fresh account and a token with `scopes`.
@@ -98,6 +107,24 @@ pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (Accoun
 }
 
 impl TestApp {
+    /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
+    pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
+        let (metrics, client, stop) = (Default::default(), reqwest::Client::new(), CancellationToken::new());
+        TestApp { address, pool, account, token, metrics, client, stop }
+    }
+
+    /// Another node on the same database, serving the same account with the same token.
+    pub async fn another_node(&self) -> TestApp {
+        let (address, metrics, stop) = start_node(&self.pool, skiplock::limits::Limits::default()).await;
+        let (pool, account, token) = (self.pool.clone(), self.account, self.token.clone());
+        TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
+    }
+
+    /// Stops this app's node, as a SIGTERM would.
+    pub fn stop_node(&self) {
+        self.stop.cancel();
+    }
+
     /// A URL under this app's account: `queues/...`.
     pub fn url(&self, path: &str) -> String {
         format!("{}/client/v4/accounts/{}/{}", self.address, self.account, path)

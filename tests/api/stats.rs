@@ -47,7 +47,7 @@ async fn queue_stats_count_messages_by_state_and_chart_activity(pool: PgPool) {
         .collect();
     assert_eq!(
         by_name,
-        [("orders", &json!([])), ("orders-dlq", &json!([{"queue_id": q, "queue_name": "orders"}]))],
+        [("orders", &json!([])), ("orders-dlq", &json!([{"queue_id": q, "queue_name": "orders", "message_count": 0}]))],
         "a dead-letter queue shows where its messages come from"
     );
 }

@@ -64,8 +64,15 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, format!("queues/{theirs}/messages/batch"), body(json!({"messages": [{"body": 1}]}))),
         (Method::POST, format!("queues/{theirs}/messages/pull"), body(json!({}))),
         (Method::POST, format!("queues/{theirs}/messages/ack"), body(json!({"acks": [{"lease_id": their_lease}]}))),
+        (
+            Method::POST,
+            format!("queues/{theirs}/messages/extend"),
+            body(json!({"leases": [{"lease_id": their_lease, "visibility_timeout_ms": 1}]})),
+        ),
         (Method::POST, format!("queues/{theirs}/messages/peek"), body(json!({}))),
         (Method::POST, format!("queues/{theirs}/messages/purge"), body(json!({"refs": []}))),
+        (Method::POST, format!("queues/{theirs}/redrive"), body(json!({}))),
+        (Method::GET, format!("queues/{theirs}/redrive"), None),
     ] {
         let resp = app.raw(method.clone(), &format!("{mine}/{path}"), Some(&token), payload).await;
         resp.expect_error(404);
@@ -80,6 +87,10 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
     let ack = body(json!({"acks": [{"lease_id": their_lease}], "retries": [{"lease_id": their_lease}]}));
     let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/ack"), Some(&token), ack).await;
     assert_eq!(resp.expect_ok()["ackCount"], 0);
+    assert!(resp.result()["warnings"].get(&their_lease).is_some());
+    let extend = body(json!({"leases": [{"lease_id": their_lease, "visibility_timeout_ms": 1}]}));
+    let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/extend"), Some(&token), extend).await;
+    assert_eq!(resp.expect_ok()["extendCount"], 0);
     assert!(resp.result()["warnings"].get(&their_lease).is_some());
 
     // Nothing of the victim's changed.
@@ -108,6 +119,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     let peeked = app.post(&format!("queues/{victim_q}/messages/peek"), json!({})).await;
     let reference = peeked.expect_ok()["messages"][0]["ref"].as_str().unwrap().to_owned();
     let victim_token = app.get("tokens").await.expect_ok()[0]["id"].as_str().unwrap().to_owned();
+    // A redrive task of the victim's (an empty queue: it completes at once and moves nothing).
+    let victim_dlq = app.create_queue("victim-dlq").await;
+    let task = app.post(&format!("queues/{victim_dlq}/redrive"), json!({"destination_queue": "victim"})).await;
+    let redrive = task.body["result"]["redrive_id"].as_str().unwrap().to_owned();
 
     let scope_sets: Vec<Vec<Scope>> = (0u8..8)
         .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
@@ -148,8 +163,17 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                     format!("queues/{q}/messages/ack"),
                     json!({"acks": [{"lease_id": lease_id}], "retries": [{"lease_id": lease_id}]}),
                 ),
+                (
+                    Method::POST,
+                    format!("queues/{q}/messages/extend"),
+                    json!({"leases": [{"lease_id": lease_id, "visibility_timeout_ms": 1}]}),
+                ),
                 (Method::POST, format!("queues/{q}/messages/peek"), json!({})),
                 (Method::POST, format!("queues/{q}/messages/purge"), json!({"refs": [{"ref": reference}]})),
+                (Method::POST, format!("queues/{q}/redrive"), json!({"refs": [{"ref": reference}]})),
+                (Method::GET, format!("queues/{q}/redrive"), json!(null)),
+                (Method::GET, format!("queues/{victim_dlq}/redrive/{redrive}"), json!(null)),
+                (Method::DELETE, format!("queues/{victim_dlq}/redrive/{redrive}"), json!(null)),
                 (Method::GET, "tokens".into(), json!(null)),
                 (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
@@ -174,12 +198,14 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 28);
+    assert_eq!(tried, 8 * 2 * 33);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
     assert_eq!(queue.result()["settings"]["delivery_paused"], false);
     assert_eq!(app.backlog(&victim_q).await, 2);
     assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);
+    assert_eq!(app.get(&format!("queues/{victim_q}/redrive")).await.expect_ok(), &json!([]));
+    assert_eq!(app.get(&format!("queues/{victim_dlq}/redrive")).await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }

@@ -494,6 +494,64 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
   }
 });
 
+test('a dead-letter queue shows its sources and redrives its messages back', async () => {
+  const prefix = `e2e-${RUN}-rd`;
+  const base = `/accounts/${ACCOUNT}/queues`;
+  const src = await api('POST', base, { queue_name: `${prefix}-src` });
+  assert.equal(src.status, 200, JSON.stringify(src.json));
+  const srcId = src.json.result.queue_id;
+  const consumer = { type: 'http_pull', dead_letter_queue: `${prefix}-dlq`, settings: { max_retries: 0 } };
+  assert.equal((await api('POST', `${base}/${srcId}/consumers`, consumer)).status, 200);
+  // Publishes the texts and spends their one delivery, so they move to the dead-letter queue.
+  const deadLetter = async (texts) => {
+    const messages = texts.map((body) => ({ body, content_type: 'text' }));
+    assert.equal((await api('POST', `${base}/${srcId}/messages/batch`, { messages })).status, 200);
+    const pulled = await api('POST', `${base}/${srcId}/messages/pull`, { batch_size: 100, visibility_timeout_ms: 60000 });
+    const retries = pulled.json.result.messages.map((m) => ({ lease_id: m.lease_id }));
+    assert.equal(retries.length, texts.length);
+    assert.equal((await api('POST', `${base}/${srcId}/messages/ack`, { acks: [], retries })).status, 200);
+  };
+  const { context, page, log } = await openPage();
+  try {
+    await deadLetter(['one', 'two', 'three']);
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.getByRole('link', { name: `${prefix}-dlq`, exact: true }).click();
+    await page.getByRole('heading', { name: `${prefix}-dlq`, level: 1 }).waitFor();
+    const card = page.getByRole('region', { name: 'Redrive' });
+    const sources = card.getByRole('list', { name: 'Dead-letter sources' });
+    await waitForText(sources, `${prefix}-src · 3 messages here`);
+
+    // One peeked message, redriven by itself.
+    const messages = page.getByRole('region', { name: 'Messages' });
+    await messages.getByRole('button', { name: 'Peek' }).click();
+    await waitForText(messages.locator('.message-meta'), new RegExp(`from ${prefix}-src`));
+    await messages.getByLabel(/^Select message/).first().check();
+    await messages.getByRole('button', { name: 'Redrive 1 selected' }).click();
+    const progress = card.getByRole('status', { name: 'Redrive task' });
+    await waitForText(progress, /Redrive completed: moved 1 of 1 message to their source queues\./);
+    await waitForText(sources, `${prefix}-src · 2 messages here`);
+
+    // Then the rest.
+    await card.getByRole('button', { name: 'Redrive all' }).click();
+    await confirm(page, 'Redrive');
+    await waitForText(progress, /Redrive completed: moved 2 of 2 messages to their source queues\./);
+    await waitForText(sources, `${prefix}-src · 0 messages here`);
+    await messages.locator('.message').first().waitFor({ state: 'detached' });
+    await shot(page, 'redrive.png', { fullPage: true });
+    await card.screenshot({ path: path.join(ARTIFACTS, 'redrive-card.png') });
+
+    // All three are back in their source, ready.
+    await sources.getByRole('link', { name: `${prefix}-src` }).click();
+    await page.getByRole('heading', { name: `${prefix}-src`, level: 1 }).waitFor();
+    await waitForText(tile(page, 'Backlog'), '3');
+    assertNoConsoleErrors(log);
+  } finally {
+    await context.close();
+    await removeQueues(prefix);
+  }
+});
+
 test('a token without a scope gets the server message; a revoked token ends the session', async () => {
   const made = await api('POST', `/accounts/${ACCOUNT}/tokens`, { name: `e2e-readonly-${RUN}`, scopes: ['queues_read'] });
   assert.equal(made.status, 200, JSON.stringify(made.json));

@@ -6,6 +6,8 @@ They keep the run meaningful without changing what the server is asked to accept
   and turn every later request into a 401. A revoke aimed at that token is redirected to a fresh token,
   created for the purpose with the same scopes, so the revoke still succeeds as it would have.
 - An update's `jurisdiction` may only repeat the queue's own (set at creation); a generated one is left out.
+- A long-polling pull may wait up to 20 s on an empty queue, longer than the run's request timeout; a
+  generated valid `wait_time_ms` is shortened to at most 200 ms (still valid, and still a wait).
 - A consumer's `dead_letter_queue` must name another queue than the consumer's own, a rule between the
   path and the body that the schema cannot state. When a generated name equals the queue's own name
   (known from earlier responses), it is changed to another valid name.
@@ -62,6 +64,9 @@ def before_call(context, case, kwargs):
         own = QUEUE_NAMES.get(params.get("queue_id"))
         if isinstance(dlq, str) and dlq and dlq == own:
             case.body["dead_letter_queue"] = _other_name(dlq)
+    wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
+    if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
+        case.body["wait_time_ms"] = min(wait, 200)
     # A queue's jurisdiction is set at creation; an update may only repeat it, which the schema cannot
     # state, so a generated one is left out (null, which is ignored, is kept).
     if path.endswith("/queues/{queue_id}") and isinstance(case.body, dict) and case.body.get("jurisdiction"):

@@ -133,6 +133,11 @@ export function createClient({ accountId, token }, onUnauthorized) {
     sendMessage: (id, message) => result('POST', q(id, '/messages'), message),
     peek: (id, batch_size) => result('POST', q(id, '/messages/peek'), { batch_size }),
     purgeMessages: (id, refs) => result('POST', q(id, '/messages/purge'), { refs: refs.map((ref) => ({ ref })) }),
+    // redrive (skiplock extension)
+    startRedrive: (id, body) => result('POST', q(id, '/redrive'), body),
+    listRedrives: (id) => result('GET', q(id, '/redrive')),
+    getRedrive: (id, rid) => result('GET', q(id, `/redrive/${encodeURIComponent(rid)}`)),
+    cancelRedrive: (id, rid) => result('DELETE', q(id, `/redrive/${encodeURIComponent(rid)}`)),
     // tokens
     listTokens: () => result('GET', acct('/tokens')),
     createToken: (name, scopes) => result('POST', acct('/tokens'), { name, scopes }),

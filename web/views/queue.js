@@ -9,6 +9,7 @@ import { createHeader } from './queue/header.js';
 import { createTiles, deadLetterResolver } from './queue/tiles.js';
 import { createActivity } from './queue/activity.js';
 import { createMessages } from './queue/messages.js';
+import { createRedrive } from './queue/redrive.js';
 import { createConsumer } from './queue/consumer.js';
 import { createSettings } from './queue/settings.js';
 
@@ -36,7 +37,8 @@ export function renderQueue(root, ctx, queueId) {
   });
   const tiles = createTiles();
   const activity = createActivity({ queueId });
-  const messages = createMessages({ api, ctx, queueId, refresh: polling.now });
+  const redrive = createRedrive({ api, ctx, queueId, refresh: polling.now, onMoved: () => messages.clear() });
+  const messages = createMessages({ api, ctx, queueId, refresh: polling.now, redrive });
   const consumer = createConsumer({ api, ctx, queueId, refresh: polling.now });
   const settings = createSettings({ api, ctx, queueId, onSaved: showQueue });
   const resolveDeadLetter = deadLetterResolver(api);
@@ -50,6 +52,7 @@ export function renderQueue(root, ctx, queueId) {
     stats = s;
     tiles.update(s);
     activity.update(s);
+    redrive.update(s);
   }
 
   const body = h('div', { class: 'queue-body', hidden: true },
@@ -57,7 +60,7 @@ export function renderQueue(root, ctx, queueId) {
     tiles.els,
     activity.el,
     h('div', { class: 'columns' },
-      h('div', { class: 'column' }, messages.el),
+      h('div', { class: 'column' }, redrive.el, messages.el),
       h('div', { class: 'column' }, consumer.el, settings.el)));
   const loading = h('p', { class: 'muted loading' }, 'Loading the queue…');
   const page = h('section', { class: 'page' },

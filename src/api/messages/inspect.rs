@@ -52,7 +52,7 @@ pub struct PurgeRefs {
 #[derive(Deserialize)]
 pub struct RefItem {
     #[serde(rename = "ref")]
-    reference: String,
+    pub(crate) reference: String,
 }
 
 pub async fn purge(

@@ -1,13 +1,15 @@
-//! Message endpoints: publish (single and batch), pull, ack/retry, peek and purge by ref.
+//! Message endpoints: publish (single and batch), pull, ack/retry, lease extension, peek and purge by ref.
 
 mod ack;
+mod extend;
 mod inspect;
 mod publish;
 mod pull;
 mod view;
 
 pub use ack::ack;
-pub use inspect::{peek, purge};
+pub use extend::extend;
+pub use inspect::{peek, purge, RefItem};
 pub use publish::{publish, publish_batch};
 pub use pull::pull;
 

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::ids::MessageId;
-use crate::queue::message::{ContentType, PulledBody};
+use crate::queue::message::{ContentType, DeadLetterOrigin, PulledBody};
 use crate::store::messages::StoredMessage;
 
 /// A message as pull and peek show it; pull adds its lease id, peek its ref.
@@ -13,7 +13,7 @@ pub(super) struct MessageView<'a> {
     body: PulledBody<'a>,
     attempts: i32,
     timestamp_ms: i64,
-    metadata: MessageMetadata,
+    metadata: MessageMetadata<'a>,
     #[serde(flatten)]
     handle: Handle,
 }
@@ -27,11 +27,13 @@ pub(super) enum Handle {
 }
 
 #[derive(Serialize)]
-struct MessageMetadata {
+struct MessageMetadata<'a> {
     #[serde(rename = "CF-Content-Type")]
     content_type: &'static str,
     #[serde(rename = "CF-sourceMessageSource")]
     source: &'static str,
+    #[serde(flatten)]
+    dead_letter: Option<DeadLetterOrigin<'a>>,
 }
 
 impl<'a> MessageView<'a> {
@@ -42,7 +44,11 @@ impl<'a> MessageView<'a> {
             body: PulledBody { content_type, bytes: &m.body },
             attempts: m.attempts,
             timestamp_ms: m.published_at.timestamp_millis(),
-            metadata: MessageMetadata { content_type: content_type.as_str(), source: "api" },
+            metadata: MessageMetadata {
+                content_type: content_type.as_str(),
+                source: "api",
+                dead_letter: DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
+            },
             handle,
         }
     }

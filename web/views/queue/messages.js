@@ -31,7 +31,7 @@ function shorten(text, max = 4000) {
 }
 
 /** The messages card; `refresh()` asks the page for fresh stats after a send or delete; clear() empties the peek. */
-export function createMessages({ api, ctx, queueId, refresh }) {
+export function createMessages({ api, ctx, queueId, refresh, redrive }) {
   // ---- send ----
   const contentType = h('select', null,
     h('option', { value: 'text' }, 'Text'),
@@ -90,8 +90,9 @@ export function createMessages({ api, ctx, queueId, refresh }) {
   const peekList = h('ul', { class: 'messages', 'aria-label': 'Peeked messages' });
   const selectAll = h('input', { type: 'checkbox', id: 'peek-select-all' });
   const deleteSelected = h('button', { type: 'button', class: 'btn btn-danger-outline btn-sm', disabled: true }, 'Delete selected');
+  const redriveSelected = h('button', { type: 'button', class: 'btn btn-sm', disabled: true, hidden: true }, 'Redrive selected');
   const peekTools = h('div', { class: 'peek-tools', hidden: true },
-    h('label', { class: 'check' }, selectAll, ' Select all'), deleteSelected);
+    h('label', { class: 'check' }, selectAll, ' Select all'), redriveSelected, deleteSelected);
   const peekForm = h('form', { class: 'inline-form', novalidate: true, 'aria-labelledby': 'peek-title' },
     field('Messages to show', peekSize),
     h('div', { class: 'inline-submit' }, peekBtn));
@@ -104,6 +105,9 @@ export function createMessages({ api, ctx, queueId, refresh }) {
     const n = selectedRefs().length;
     deleteSelected.disabled = n === 0;
     deleteSelected.textContent = n ? `Delete ${n} selected` : 'Delete selected';
+    redriveSelected.hidden = !(redrive && redrive.isDeadLetter());
+    redriveSelected.disabled = n === 0;
+    redriveSelected.textContent = n ? `Redrive ${n} selected` : 'Redrive selected';
     selectAll.checked = n > 0 && n === peeked.length;
     selectAll.indeterminate = n > 0 && n < peeked.length;
   }
@@ -128,7 +132,8 @@ export function createMessages({ api, ctx, queueId, refresh }) {
             h('code', { title: m.id }, m.id),
             badge(decoded.type, 'neutral'),
             h('span', null, m.attempts ? `${m.attempts} delivery ${m.attempts === 1 ? 'attempt' : 'attempts'}` : 'not delivered yet'),
-            h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`)),
+            h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`),
+            m.metadata && m.metadata.dead_letter_source_queue ? badge(`from ${m.metadata.dead_letter_source_queue}`, 'warning') : null),
           decoded.note ? h('p', { class: 'hint' }, decoded.note) : null,
           h('pre', { class: 'message-body' }, shorten(decoded.text))));
     }));
@@ -176,6 +181,14 @@ export function createMessages({ api, ctx, queueId, refresh }) {
     } catch (err) {
       if (!ctx.signal.aborted) peekMsg.show(err.name === 'ApiError' ? describe(err) : err.message);
     }
+  });
+
+  redriveSelected.addEventListener('click', async () => {
+    const refs = selectedRefs();
+    if (!refs.length || !redrive) return;
+    await redrive.redriveRefs(refs, redriveSelected);
+    refresh();
+    await doPeek().catch(() => {});
   });
 
   const el = h('section', { class: 'card', 'aria-labelledby': 'messages-title' },

@@ -41,11 +41,13 @@ export function createTiles() {
     }
     if (s.dead_letter_sources && s.dead_letter_sources.length) {
       sources.hidden = false;
-      const links = s.dead_letter_sources.map((src, i) => [i ? ', ' : '', h('a', { href: `#/queues/${src.queue_id}` }, src.queue_name)]);
+      // A source deleted since has no name; its messages can still be redriven to a chosen queue.
+      const links = s.dead_letter_sources.map((src, i) => [i ? ', ' : '',
+        src.queue_name ? h('a', { href: `#/queues/${src.queue_id}` }, src.queue_name) : 'a deleted queue']);
       sources.replaceChildren();
       append(sources, [h('strong', null, 'Dead-letter queue. '),
         'Messages arrive here when a consumer of ', links,
-        ' has used up their retries. They keep their original ids and timestamps; peek them below.']);
+        ' has used up their retries. They keep their original ids and timestamps; peek them below, or redrive them back.']);
     } else {
       sources.hidden = true;
     }

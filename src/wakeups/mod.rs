@@ -1,0 +1,273 @@
+//! Wake-ups: one LISTEN connection per node, shared by the long-polling pulls and the dispatcher's
+//! workers. A publish, a retry, a pause or a delete on any node sends the queue's id on the channel
+//! after its commit; the listener wakes the pulls waiting on that queue (all of them, each looks again)
+//! and the queue's dispatcher worker (a permit it finds when it next waits). While nothing happens a
+//! waiting pull holds no database connection and costs no query.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sqlx::postgres::PgListener;
+use sqlx::PgPool;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::ids::{AccountId, QueueId};
+use crate::metrics::Metrics;
+use crate::store::consumers::CHANGES_CHANNEL;
+use crate::store::messages::WAKE_CHANNEL;
+
+/// How long the listener waits before connecting again after losing its connection.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+/// How long a queue stays marked as waited on in the database, and how much of it this node counts on
+/// (less, for the clocks' sake); a wait ending later than the mark writes it again.
+const MARK_SECONDS: i64 = 60;
+const MARK_TRUSTED: Duration = Duration::from_secs(50);
+/// After writing a mark, a wait looks again this soon: a publish already running when the mark was
+/// written may not have seen it, and so may not wake anyone.
+pub const FRESH_MARK_LOOK: Duration = Duration::from_millis(250);
+
+/// Why a wait ended or looked again, for the `skiplock_long_poll_wakeups_total` counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    Notify,
+    Timer,
+    Deadline,
+    Shutdown,
+    /// The look again after writing a mark (`FRESH_MARK_LOOK`).
+    Recheck,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Notify => "notify",
+            Cause::Timer => "timer",
+            Cause::Deadline => "deadline",
+            Cause::Shutdown => "shutdown",
+            Cause::Recheck => "recheck",
+        }
+    }
+}
+
+#[derive(Default)]
+struct Waiting {
+    /// Waiters per queue, with the queue's `Notify`; an entry goes with its last waiter.
+    queues: HashMap<QueueId, (usize, Arc<Notify>)>,
+    accounts: HashMap<AccountId, i64>,
+    /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
+    dispatch: HashMap<QueueId, Arc<Notify>>,
+    /// Until when this node's mark of a queue as waited on can be counted on.
+    marked: HashMap<QueueId, Instant>,
+}
+
+/// The node's long-polling pulls and dispatcher workers, and what wakes them.
+pub struct Wakeups {
+    waiting: Mutex<Waiting>,
+    max_per_account: AtomicI64,
+    metrics: Arc<Metrics>,
+    /// The node stopping: every wait ends at once.
+    stop: CancellationToken,
+    /// Whether a listener runs, so that a node starts one only.
+    listening: AtomicBool,
+    /// A consumer changed on some node: the dispatcher reads its consumers again.
+    consumers_changed: Notify,
+}
+
+/// One waiting pull's place; dropping it leaves the wait.
+pub struct Waiter {
+    wakeups: Arc<Wakeups>,
+    account: AccountId,
+    queue: QueueId,
+    notify: Arc<Notify>,
+}
+
+impl Wakeups {
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self {
+            waiting: Mutex::default(),
+            max_per_account: AtomicI64::new(crate::limits::Limits::default().max_waiting_pulls),
+            metrics,
+            stop: CancellationToken::new(),
+            listening: AtomicBool::new(false),
+            consumers_changed: Notify::new(),
+        }
+    }
+
+    pub fn set_max_per_account(&self, max: i64) {
+        self.max_per_account.store(max, Ordering::Relaxed);
+    }
+
+    /// Ends every wait, now and from now on: the node is stopping.
+    pub fn stop_waits(&self) {
+        self.stop.cancel();
+    }
+
+    /// Notified when a consumer was created, changed or deleted, or its queue paused, resumed or deleted,
+    /// on any node (a permit is stored when the dispatcher is not waiting).
+    pub fn consumers_changed(&self) -> &Notify {
+        &self.consumers_changed
+    }
+
+    /// The wake-up of the dispatcher worker of `queue`: a permit is stored when it is not waiting.
+    pub fn subscribe(&self, queue: QueueId) -> Arc<Notify> {
+        self.waiting.lock().expect("wakeups lock").dispatch.entry(queue).or_default().clone()
+    }
+
+    /// A place to wait on `queue`, or None when the account already has its most pulls waiting.
+    pub fn wait_on(self: &Arc<Self>, account: AccountId, queue: QueueId) -> Option<Waiter> {
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        let count = waiting.accounts.entry(account).or_default();
+        if *count >= self.max_per_account() {
+            return None;
+        }
+        *count += 1;
+        let entry = waiting.queues.entry(queue).or_insert_with(|| (0, Arc::default()));
+        entry.0 += 1;
+        let notify = entry.1.clone();
+        self.metrics.waiting_pulls.inc();
+        Some(Waiter { wakeups: self.clone(), account, queue, notify })
+    }
+
+    /// Marks `queue` as waited on in the database (`store::messages::wait_on`), unless this node's last
+    /// mark still covers a wait ending at `deadline`. True when it wrote a mark.
+    pub async fn mark(&self, pool: &PgPool, queue: QueueId, deadline: Instant) -> Result<bool, sqlx::Error> {
+        let covered = {
+            let mut waiting = self.waiting.lock().expect("wakeups lock");
+            let now = Instant::now();
+            waiting.marked.retain(|_, until| *until > now);
+            waiting.marked.get(&queue).is_some_and(|until| *until > deadline)
+        };
+        if covered {
+            return Ok(false);
+        }
+        let written_at = Instant::now();
+        crate::store::messages::wait_on(pool, queue, MARK_SECONDS).await?;
+        self.waiting.lock().expect("wakeups lock").marked.insert(queue, written_at + MARK_TRUSTED);
+        Ok(true)
+    }
+
+    pub fn max_per_account(&self) -> i64 {
+        self.max_per_account.load(Ordering::Relaxed)
+    }
+
+    fn wake(&self, queue: QueueId) {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        if let Some((_, notify)) = waiting.queues.get(&queue) {
+            notify.notify_waiters();
+        }
+        if let Some(notify) = waiting.dispatch.get(&queue) {
+            notify.notify_one();
+        }
+    }
+
+    /// Wakes every waiter and worker: after the listener lost its connection, notifications may have
+    /// been missed.
+    fn wake_all(&self) {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        for (_, notify) in waiting.queues.values() {
+            notify.notify_waiters();
+        }
+        for notify in waiting.dispatch.values() {
+            notify.notify_one();
+        }
+    }
+
+    /// Starts the node's listener, unless one runs already; it stops with `stop`.
+    pub fn start_listening(
+        self: &Arc<Self>,
+        pool: PgPool,
+        stop: CancellationToken,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.listening.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let wakeups = self.clone();
+        Some(tokio::spawn(async move {
+            wakeups.clone().listen(pool, stop).await;
+            wakeups.listening.store(false, Ordering::SeqCst);
+        }))
+    }
+
+    pub fn woken(&self, cause: Cause) {
+        self.metrics.long_poll_wakeups.with_label_values(&[cause.as_str()]).inc();
+    }
+
+    /// Listens on the wake-up channel until `stop`, reconnecting when the connection is lost.
+    async fn listen(self: Arc<Self>, pool: PgPool, stop: CancellationToken) {
+        loop {
+            let connected = async {
+                let mut listener = PgListener::connect_with(&pool).await?;
+                listener.listen_all([WAKE_CHANNEL, CHANGES_CHANNEL]).await?;
+                Ok::<_, sqlx::Error>(listener)
+            };
+            let mut listener = match connected.await {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::warn!(error = %err, "LISTEN failed; waits end by their timers, workers poll");
+                    tokio::select! { _ = stop.cancelled() => return, _ = tokio::time::sleep(RECONNECT_AFTER) => continue }
+                }
+            };
+            // Anything sent while there was no connection went unheard.
+            self.wake_all();
+            self.consumers_changed.notify_one();
+            loop {
+                let notification = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    n = listener.try_recv() => n,
+                };
+                match notification {
+                    Ok(Some(n)) if n.channel() == CHANGES_CHANNEL => self.consumers_changed.notify_one(),
+                    Ok(Some(n)) => {
+                        if let Ok(queue) = n.payload().parse::<uuid::Uuid>() {
+                            self.wake(QueueId(queue));
+                        }
+                    }
+                    Ok(None) | Err(_) => {
+                        tracing::warn!("LISTEN connection lost; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Waiter {
+    /// A wake-up of this queue. Enable it before looking at the queue, so that a wake-up sent while
+    /// looking is not missed.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// The node stopping.
+    pub fn stopping(&self) -> &CancellationToken {
+        &self.wakeups.stop
+    }
+
+    pub fn woken(&self, cause: Cause) {
+        self.wakeups.woken(cause);
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut waiting = self.wakeups.waiting.lock().expect("wakeups lock");
+        if let Some(count) = waiting.accounts.get_mut(&self.account) {
+            *count -= 1;
+            if *count <= 0 {
+                waiting.accounts.remove(&self.account);
+            }
+        }
+        if let Some(entry) = waiting.queues.get_mut(&self.queue) {
+            entry.0 -= 1;
+            if entry.0 == 0 {
+                waiting.queues.remove(&self.queue);
+            }
+        }
+        self.wakeups.metrics.waiting_pulls.dec();
+    }
+}
