@@ -8,7 +8,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency bench bench-quick chaos fuzz db-up db-down venv clean
+.PHONY: run test lint latency bench bench-quick chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -52,6 +52,9 @@ test: venv
 	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo test --workspace --quiet -- --test-threads=6
+	# The high-availability test (docs/deploy.md), on the debug binaries the tests just built: about 100 s.
+	cargo build --workspace --bins --quiet
+	scripts/ha/run.sh target/debug
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (docs/benchmarks.md).
 latency:
@@ -78,6 +81,13 @@ chaos:
 	for mode in pull webhook; do
 	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
 	done
+
+# High availability (docs/deploy.md): etcd, two Patroni-managed PostgreSQL instances behind HAProxy and four
+# skiplock nodes under load, through node kills, a switchover and a failover (installs patroni, etcd-server
+# and haproxy as root when they are missing).
+ha-test:
+	@cargo build --release --quiet --workspace --bins
+	scripts/ha/run.sh target/release
 
 # The fuzz targets (token, lease id and webhook-answer parsers), a minute each; make test runs 10 s each.
 fuzz:

@@ -51,9 +51,9 @@ pub struct ChaosArgs {
     pub publish_rate: Option<u64>,
 }
 
-const VISIBILITY_MS: u64 = 2_000;
+pub(crate) const VISIBILITY_MS: u64 = 2_000;
 const WEBHOOK_TIMEOUT_MS: u64 = 1_000;
-const MAX_RETRIES: i64 = 20;
+pub(crate) const MAX_RETRIES: i64 = 20;
 
 fn wall_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
@@ -61,19 +61,19 @@ fn wall_ms() -> i64 {
 
 /// Everything the clients saw.
 #[derive(Default)]
-struct History {
+pub(crate) struct History {
     /// Body -> did its publish get a 2xx (Some(true)), fail or lose its answer (Some(false)).
-    published: HashMap<String, bool>,
-    delays_ms: HashMap<String, i64>,
-    deliveries: Vec<Delivery>,
+    pub(crate) published: HashMap<String, bool>,
+    pub(crate) delays_ms: HashMap<String, i64>,
+    pub(crate) deliveries: Vec<Delivery>,
     /// Body -> when an ack of it was answered 2xx, and any ack attempts at all.
-    acked_at: HashMap<String, Instant>,
-    ack_attempted: HashSet<String>,
-    dead_lettered: HashSet<String>,
+    pub(crate) acked_at: HashMap<String, Instant>,
+    pub(crate) ack_attempted: HashSet<String>,
+    pub(crate) dead_lettered: HashSet<String>,
 }
 
 #[derive(Clone)]
-struct Delivery {
+pub(crate) struct Delivery {
     body: String,
     attempts: i64,
     timestamp_ms: i64,
@@ -137,14 +137,14 @@ impl Cluster {
 }
 
 #[derive(Clone)]
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    token: String,
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) token: String,
 }
 
 impl Client {
-    async fn post(&self, path: &str, body: &Value) -> Result<Value, ()> {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value, ()> {
         let resp = self.http.post(format!("{}/{path}", self.base)).bearer_auth(&self.token).json(body).send().await;
         match resp {
             Ok(r) if r.status().is_success() => r.json::<Value>().await.map(|v| v["result"].clone()).map_err(|_| ()),
@@ -285,7 +285,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn backlog(client: &Client, queue: &str) -> i64 {
+pub(crate) async fn backlog(client: &Client, queue: &str) -> i64 {
     let resp =
         client.http.get(format!("{}/queues/{queue}/metrics", client.base)).bearer_auth(&client.token).send().await;
     match resp {
@@ -294,7 +294,7 @@ async fn backlog(client: &Client, queue: &str) -> i64 {
     }
 }
 
-async fn produce(
+pub(crate) async fn produce(
     client: Client,
     queue: String,
     producer: usize,
@@ -384,7 +384,7 @@ async fn pull_and_ack(client: &Client, queue: &str, history: &Mutex<History>, vi
     true
 }
 
-async fn consume(
+pub(crate) async fn consume(
     client: Client,
     queue: String,
     history: Arc<Mutex<History>>,
@@ -398,7 +398,7 @@ async fn consume(
     }
 }
 
-async fn drain_once(client: &Client, queue: &str, history: &Mutex<History>, dead: bool) {
+pub(crate) async fn drain_once(client: &Client, queue: &str, history: &Mutex<History>, dead: bool) {
     while pull_and_ack(client, queue, history, 60_000, dead).await {}
 }
 
@@ -418,7 +418,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn passed(&self) -> bool {
+    pub(crate) fn passed(&self) -> bool {
         self.lost.is_empty() && self.unexpected.is_empty() && self.violations.is_empty()
     }
 }
@@ -451,7 +451,7 @@ impl std::fmt::Display for Report {
     }
 }
 
-fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Report {
+pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Report {
     let published_ok: HashSet<&String> = h.published.iter().filter(|(_, ok)| **ok).map(|(b, _)| b).collect();
     let lost: Vec<String> = published_ok
         .iter()
@@ -530,8 +530,8 @@ fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Report {
 /// A webhook receiver that fails in every way a real one can: 500s, hanging past the dispatcher's
 /// timeout, resetting the connection, redirecting, and not listening at all for a while. Deliveries it
 /// answers 2xx are acked.
-struct FaultyReceiver {
-    port: u16,
+pub(crate) struct FaultyReceiver {
+    pub(crate) port: u16,
     state: Arc<Mutex<ReceiverState>>,
 }
 
@@ -541,10 +541,23 @@ struct ReceiverState {
     well_behaved: bool,
     acked: Vec<(String, Instant)>,
     deliveries: Vec<Delivery>,
+    /// How long each request is held before its answer, and how many were held at once (at most).
+    hold: Duration,
+    in_flight: usize,
+    max_in_flight: usize,
+}
+
+/// Counts a request as in flight until it is answered, however its handling ends.
+struct InFlight(Arc<Mutex<ReceiverState>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.lock().unwrap().in_flight -= 1;
+    }
 }
 
 impl FaultyReceiver {
-    async fn start() -> anyhow::Result<FaultyReceiver> {
+    pub(crate) async fn start() -> anyhow::Result<FaultyReceiver> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let port = listener.local_addr()?.port();
         let state: Arc<Mutex<ReceiverState>> = Arc::default();
@@ -567,17 +580,27 @@ impl FaultyReceiver {
         self.state.lock().unwrap().down_until = Some(Instant::now() + how_long);
     }
 
-    fn behave_from_now_on(&self) {
+    pub(crate) fn behave_from_now_on(&self) {
         let mut s = self.state.lock().unwrap();
         s.well_behaved = true;
         s.down_until = None;
     }
 
-    fn acked(&self) -> Vec<(String, Instant)> {
+    /// Holds every request this long before answering, so that concurrent deliveries overlap.
+    pub(crate) fn hold_each_for(&self, how_long: Duration) {
+        self.state.lock().unwrap().hold = how_long;
+    }
+
+    /// The most requests the receiver was handling at one time.
+    pub(crate) fn max_in_flight(&self) -> usize {
+        self.state.lock().unwrap().max_in_flight
+    }
+
+    pub(crate) fn acked(&self) -> Vec<(String, Instant)> {
         self.state.lock().unwrap().acked.clone()
     }
 
-    fn deliveries(&self) -> Vec<Delivery> {
+    pub(crate) fn deliveries(&self) -> Vec<Delivery> {
         self.state.lock().unwrap().deliveries.clone()
     }
 }
@@ -604,8 +627,10 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<ReceiverState
     let (received, received_wall_ms) = (Instant::now(), wall_ms());
     let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let messages = payload["messages"].as_array().cloned().unwrap_or_default();
-    let well_behaved = {
+    let (well_behaved, hold) = {
         let mut s = state.lock().unwrap();
+        s.in_flight += 1;
+        s.max_in_flight = s.max_in_flight.max(s.in_flight);
         for m in &messages {
             s.deliveries.push(Delivery {
                 body: m["body"].as_str().unwrap_or_default().to_owned(),
@@ -616,8 +641,12 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<ReceiverState
                 received_wall_ms,
             });
         }
-        s.well_behaved
+        (s.well_behaved, s.hold)
     };
+    let _in_flight = InFlight(state.clone());
+    if !hold.is_zero() {
+        tokio::time::sleep(hold).await;
+    }
     let roll: u32 = if well_behaved { 99 } else { rand::thread_rng().gen_range(0..100) };
     let answer: &[u8] = match roll {
         0..=9 => b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",

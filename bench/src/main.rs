@@ -4,6 +4,8 @@
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
+//!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
+//!       the load and checker of the high-availability test (scripts/ha/run.sh, make ha-test).
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
 //!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ (make bench, make bench-quick).
 //!
@@ -14,6 +16,7 @@ mod api_load;
 mod chaos;
 mod cpu;
 mod first_delivery;
+mod ha;
 mod http;
 mod latency;
 mod peers;
@@ -48,6 +51,8 @@ enum Command {
     },
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
+    /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
+    Ha(ha::HaArgs),
     /// W1-W3 and W5 side by side with the raw SQL ceiling and pgmq on a private cluster.
     Suite(suite::SuiteArgs),
 }
@@ -59,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Chaos(args) => chaos::run(args).await,
+        Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,
     }
 }
