@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
+use super::notices::announce_change;
 use super::queues::find_queue;
 use super::views::ConsumerView;
 use crate::auth::{Authed, QueuesRead, QueuesWrite};
@@ -195,14 +196,6 @@ pub async fn delete(
     }
     announce_change(&state, queue.id).await;
     Ok(ok(json!({})))
-}
-
-/// Tells every node's dispatcher that this queue's consumers changed. Best effort: the change is
-/// committed, and a dispatcher that misses the notice finds it at its next periodic read.
-pub async fn announce_change(state: &AppState, queue: crate::ids::QueueId) {
-    if let Err(err) = store::consumers::announce_change(&state.pool, queue).await {
-        tracing::warn!(error = %err, "announcing a consumer change failed; dispatchers find it within a second");
-    }
 }
 
 pub async fn rotate_secret(

@@ -6,6 +6,7 @@ pub mod assets;
 pub mod consumers;
 pub mod envelope;
 pub mod messages;
+pub mod notices;
 pub mod queues;
 pub mod redrive;
 pub mod stats;

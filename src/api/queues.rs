@@ -154,7 +154,7 @@ async fn update(
         .await?
         .ok_or_else(ApiError::queue_not_found)?;
     // Pausing, resuming or renaming changes what the dispatchers deliver.
-    super::consumers::announce_change(&state, queue.id).await;
+    super::notices::announce_change(&state, queue.id).await;
     if pausing {
         wake_waiting_pulls(&state, queue.id).await;
     }
@@ -189,7 +189,7 @@ pub async fn delete(
         return Err(ApiError::queue_not_found());
     }
     state.backlog.forget(id);
-    super::consumers::announce_change(&state, id).await;
+    super::notices::announce_change(&state, id).await;
     wake_waiting_pulls(&state, id).await;
     Ok(ok(json!({})))
 }
