@@ -18,7 +18,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 
-import { StepFailed, accountApi, expect } from './steps.mjs';
+import { StepFailed, accountApi, expect, runSteps } from './steps.mjs';
 
 const HEX32 = /^[0-9a-f]{32}$/;
 
@@ -469,30 +469,11 @@ if (major === 5) {
   else console.log(`note: cloudflare ${version} has no getMetrics, messages.peek or messages.purge; not exercised`);
 }
 
-const passed = [];
-let failed = null;
-try {
-  for (const step of flows[args.flow]) {
-    try {
-      await step();
-    } catch (e) {
-      failed = `${step.name}: ${describe(e)}`;
-      break;
-    }
-    passed.push(step.name);
-    console.log(`ok   ${step.name}`);
-  }
-} finally {
+await runSteps('sdk flow', flows[args.flow], describe, async (failed) => {
   // Best effort: leave no queue behind on a shared server when a step failed.
   for (const id of [state.queueId, state.hookQueueId]) {
     if (failed && id && !(id === state.queueId && state.deleted)) {
       await api('DELETE', `queues/${id}`).catch(() => {});
     }
   }
-}
-if (failed) {
-  console.error(`FAIL ${failed}`);
-  console.log(`sdk flow: ${passed.length} passed, 1 failed`);
-  process.exit(1);
-}
-console.log(`sdk flow: ${passed.length} passed, 0 failed`);
+});

@@ -23,3 +23,32 @@ export function accountApi(baseUrl, account, token) {
     }
   };
 }
+
+/**
+ * Runs `steps` in order until one fails, printing each; then `cleanUp(failed)` (best effort), the tally
+ * under `label`, and exits 1 if a step failed. `describe` turns an error into its message.
+ */
+export async function runSteps(label, steps, describe, cleanUp) {
+  const passed = [];
+  let failed = null;
+  try {
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (e) {
+        failed = `${step.name}: ${describe(e)}`;
+        break;
+      }
+      passed.push(step.name);
+      console.log(`ok   ${step.name}`);
+    }
+  } finally {
+    await cleanUp(failed);
+  }
+  if (failed) {
+    console.error(`FAIL ${failed}`);
+    console.log(`${label}: ${passed.length} passed, 1 failed`);
+    process.exit(1);
+  }
+  console.log(`${label}: ${passed.length} passed, 0 failed`);
+}

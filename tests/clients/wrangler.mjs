@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
-import { StepFailed, accountApi, expect } from './steps.mjs';
+import { StepFailed, accountApi, expect, runSteps } from './steps.mjs';
 
 const FLOWS = ['core', 'no-account-id', 'whoami', 'jurisdiction'];
 const { values: args } = parseArgs({
@@ -261,30 +261,12 @@ const flows = {
   jurisdiction: [create_in_jurisdiction, no_outside_connections],
 };
 
-const passed = [];
-let failed = null;
-try {
-  for (const step of flows[args.flow]) {
-    try {
-      await step();
-    } catch (e) {
-      failed = `${step.name}: ${e instanceof StepFailed ? e.message : (e?.stack ?? String(e))}`;
-      break;
-    }
-    passed.push(step.name);
-    console.log(`ok   ${step.name}`);
-  }
-} finally {
+const describe = (e) => (e instanceof StepFailed ? e.message : (e?.stack ?? String(e)));
+await runSteps('wrangler flow', flows[args.flow], describe, async () => {
   // Best effort: leave no queue behind on a shared server when a step failed.
   for (const leftover of created) {
     const q = await serverQueueByName(leftover).catch(() => null);
     if (q) await api('DELETE', `queues/${q.queue_id}`).catch(() => {});
   }
   rmSync(sandbox, { recursive: true, force: true });
-}
-if (failed) {
-  console.error(`FAIL ${failed}`);
-  console.log(`wrangler flow: ${passed.length} passed, 1 failed`);
-  process.exit(1);
-}
-console.log(`wrangler flow: ${passed.length} passed, 0 failed`);
+});
