@@ -6,10 +6,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
-use crate::setup::Env;
+use crate::setup::{percentile_ms, Env};
 
 async fn receive(body: web::Bytes, arrived: web::Data<Mutex<Vec<Option<Instant>>>>) -> HttpResponse {
     let now = Instant::now();
@@ -25,15 +25,7 @@ async fn receive(body: web::Bytes, arrived: web::Data<Mutex<Vec<Option<Instant>>
 
 pub async fn run(tries: usize) -> anyhow::Result<()> {
     let arrived: web::Data<Mutex<Vec<Option<Instant>>>> = web::Data::new(Mutex::new(vec![None; tries]));
-    let data = arrived.clone();
-    let receiver = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(receive)))
-        .workers(1)
-        .disable_signals()
-        .bind("127.0.0.1:0")?;
-    let port = receiver.addrs()[0].port();
-    let receiver = receiver.run();
-    let handle = receiver.handle();
-    tokio::spawn(receiver);
+    let (port, handle) = crate::setup::start_receiver(arrived.clone(), receive)?;
     let env = Env::start(&[("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8".into())]).await?;
     // The first try is a warm-up (connections, caches) and is not counted.
     let mut answered = Vec::with_capacity(tries);
@@ -54,28 +46,28 @@ pub async fn run(tries: usize) -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
-    let mut spans: Vec<f64> = arrived
+    let mut spans: Vec<Duration> = arrived
         .lock()
         .unwrap()
         .iter()
         .zip(&answered)
         .skip(1)
-        .filter_map(|(a, sent)| a.map(|a| a.saturating_duration_since(*sent).as_secs_f64() * 1000.0))
+        .filter_map(|(a, sent)| a.map(|a| a.saturating_duration_since(*sent)))
         .collect();
-    spans.sort_by(f64::total_cmp);
-    let pick = |p: f64| spans.get(((p * spans.len() as f64).ceil() as usize).clamp(1, spans.len().max(1)) - 1).copied();
+    spans.sort();
+    let ms = |p: f64| percentile_ms(&spans, p);
     let result = json!({
         "workload": "W6 first delivery: a webhook consumer created, then a publish at once",
         "tries": tries - 1, "arrived": spans.len(),
-        "p50_ms": pick(0.5), "p99_ms": pick(0.99), "max_ms": pick(1.0),
+        "p50_ms": ms(50.0), "p99_ms": ms(99.0), "max_ms": ms(100.0),
         "at": chrono::Utc::now().to_rfc3339(),
     });
     println!(
         "W6 first delivery ({} tries after a warm-up): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; arrived {}",
         tries - 1,
-        pick(0.5).unwrap_or(f64::NAN),
-        pick(0.99).unwrap_or(f64::NAN),
-        pick(1.0).unwrap_or(f64::NAN),
+        ms(50.0),
+        ms(99.0),
+        ms(100.0),
         spans.len()
     );
     handle.stop(false).await;

@@ -4,10 +4,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actix_web::{web, App, HttpResponse, HttpServer};
+use actix_web::{web, HttpResponse};
 use serde_json::{json, Value};
 
-use crate::setup::Env;
+use crate::setup::{percentile_ms, Env};
 
 /// When each message (by sequence number) was sent, stored (its publish answered 2xx) and arrived.
 struct Timeline {
@@ -56,14 +56,6 @@ async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> Http
     HttpResponse::Ok().finish()
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
-}
-
 /// `make latency`: measures, prints the table and writes the figures under `bench/results/`.
 pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
     let result = measure(rate, seconds).await?;
@@ -92,15 +84,7 @@ pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
 pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
     let total = (rate * seconds) as usize;
     let timeline = web::Data::new(Mutex::new(Timeline::new(total)));
-    let data = timeline.clone();
-    let receiver = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(receive)))
-        .workers(1)
-        .disable_signals()
-        .bind("127.0.0.1:0")?;
-    let receiver_port = receiver.addrs()[0].port();
-    let receiver = receiver.run();
-    let receiver_handle = receiver.handle();
-    tokio::spawn(receiver);
+    let (receiver_port, receiver_handle) = crate::setup::start_receiver(timeline.clone(), receive)?;
 
     let env = Env::start(&[("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8".into())]).await?;
     let queue = env.post("queues", &json!({"queue_name": "latency"})).await?;
@@ -156,9 +140,9 @@ pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
     let result = json!({
         "workload": "W4 publish->webhook latency, max_wait_time_ms = 0",
         "rate": rate, "seconds": seconds, "messages": total, "achieved_rate": achieved,
-        "p50_ms": percentile(&arrival, 50.0), "p90_ms": percentile(&arrival, 90.0),
-        "p99_ms": percentile(&arrival, 99.0), "max_ms": percentile(&arrival, 100.0),
-        "publish_p50_ms": percentile(&publish, 50.0), "publish_p99_ms": percentile(&publish, 99.0),
+        "p50_ms": percentile_ms(&arrival, 50.0), "p90_ms": percentile_ms(&arrival, 90.0),
+        "p99_ms": percentile_ms(&arrival, 99.0), "max_ms": percentile_ms(&arrival, 100.0),
+        "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
         "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
         "at": chrono::Utc::now().to_rfc3339(),
     });

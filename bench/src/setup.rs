@@ -129,3 +129,37 @@ pub fn write_result(kind: &str, result: &Value) -> anyhow::Result<()> {
     eprintln!("wrote {}", file.display());
     Ok(())
 }
+
+/// The `p`th percentile (0-100) of sorted durations, in milliseconds; 0 when there are none.
+pub fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
+}
+
+/// A local webhook receiver on a free loopback port, answering every request with `handler` (which gets
+/// `data`); returns its port and the handle that stops it.
+pub fn start_receiver<T, F, Args>(
+    data: actix_web::web::Data<T>,
+    handler: F,
+) -> anyhow::Result<(u16, actix_web::dev::ServerHandle)>
+where
+    T: Send + Sync + 'static,
+    F: actix_web::Handler<Args> + Clone + Send + 'static,
+    Args: actix_web::FromRequest + 'static,
+    F::Output: actix_web::Responder + 'static,
+{
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new().app_data(data.clone()).default_service(actix_web::web::to(handler.clone()))
+    })
+    .workers(1)
+    .disable_signals()
+    .bind("127.0.0.1:0")?;
+    let port = server.addrs()[0].port();
+    let server = server.run();
+    let handle = server.handle();
+    tokio::spawn(server);
+    Ok((port, handle))
+}

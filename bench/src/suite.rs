@@ -20,6 +20,7 @@ use crate::api_load::Api;
 use crate::cpu::{self, CpuTimes};
 use crate::peers::{self, Pgbench, PgmqClient, BODY};
 use crate::rabbitmq::Rabbit;
+use crate::setup::percentile_ms;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct SuiteArgs {
@@ -587,14 +588,6 @@ struct Queues {
     raw: String,
 }
 
-fn percentile_ms(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1].as_secs_f64() * 1000.0
-}
-
 fn fmt_rate(rate: Option<f64>) -> String {
     rate.map_or("-".into(), |r| format!("{r:.0}"))
 }
@@ -760,8 +753,8 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
             "systems": cycle.iter().map(|(s, r)| (s.key().to_owned(), json!(r))).collect::<serde_json::Map<_, _>>()},
         "w5_backlog": backlog.as_ref().map(|b| {
             json!({"messages_waiting": plan.big_backlog, "msg_per_s": b.rate(), "runs": b.rates, "w2_msg_per_s": w2_empty,
-                   "pull_p50_ms": percentile_ms(&b.pulls, 50.0), "pull_p99_ms": percentile_ms(&b.pulls, 99.0),
-                   "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": percentile_ms(&empty_pulls, 99.0)})
+                   "pull_p50_ms": percentile_ms(&b.pulls, 50.0), "pull_p99_ms": crate::setup::percentile_ms(&b.pulls, 99.0),
+                   "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": crate::setup::percentile_ms(&empty_pulls, 99.0)})
         }),
         "w4_latency": latency,
         "peak_rss_mib": peak_rss_mib,
