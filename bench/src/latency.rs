@@ -1,5 +1,7 @@
 //! Publish -> webhook latency: single-message publishes at a fixed rate to a queue whose webhook
-//! consumer has max_wait_time_ms = 0; a local receiver notes when each message arrives.
+//! consumer has max_wait_time_ms = 0; a local receiver notes when each message arrives. With
+//! `idle_accounts`, W6 latency: the same beside many idle tenants' consumers. PostgreSQL's CPU over the
+//! publishing gives its cost per pushed message.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,6 +18,8 @@ struct Timeline {
     arrived: Vec<Option<Instant>>,
     duplicates: usize,
     publish_errors: usize,
+    /// The warm-up message arrived: the dispatcher knows the consumer and its connections are open.
+    warmed: bool,
 }
 
 impl Timeline {
@@ -26,6 +30,7 @@ impl Timeline {
             arrived: vec![None; total],
             duplicates: 0,
             publish_errors: 0,
+            warmed: false,
         }
     }
 
@@ -46,6 +51,9 @@ async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> Http
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut t = timeline.lock().unwrap();
     for m in parsed["messages"].as_array().into_iter().flatten() {
+        if m["body"] == WARM_UP {
+            t.warmed = true;
+        }
         let Some(seq) = m["body"].as_str().and_then(|s| s.parse::<usize>().ok()) else { continue };
         match t.arrived.get_mut(seq) {
             Some(slot @ None) => *slot = Some(now),
@@ -56,9 +64,11 @@ async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> Http
     HttpResponse::Ok().finish()
 }
 
+const WARM_UP: &str = "warm-up";
+
 /// `make latency`: measures, prints the table and writes the figures under `bench/results/`.
-pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
-    let result = measure(rate, seconds).await?;
+pub async fn run(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::Result<()> {
+    let result = measure(rate, seconds, idle_accounts).await?;
     let ms = |key: &str| result[key].as_f64().unwrap_or_default();
     println!("| publish -> webhook, max_wait_time_ms = 0 | messages | rate | p50 | p90 | p99 | max | publish 2xx p50 / p99 | not arrived | duplicates | publish errors |");
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
@@ -76,12 +86,18 @@ pub async fn run(rate: u32, seconds: u32) -> anyhow::Result<()> {
         result["duplicates"],
         result["publish_errors"],
     );
+    println!(
+        "PostgreSQL CPU per pushed message: {:.3} ms; idle webhook consumers present: {}",
+        ms("postgres_cpu_ms_per_message"),
+        result["idle_webhook_consumers"]
+    );
     crate::setup::write_result("latency", &result)
 }
 
 /// Publishes `rate` single messages a second for `seconds` to a webhook consumer on a server of its own
-/// (a fresh database on DATABASE_URL's server); returns the figures as JSON.
-pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
+/// (a fresh database on DATABASE_URL's server), beside `idle_accounts` idle tenants of 10 webhook
+/// consumers and 10 pull queues each; returns the figures as JSON.
+pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::Result<Value> {
     let total = (rate * seconds) as usize;
     let timeline = web::Data::new(Mutex::new(Timeline::new(total)));
     let (receiver_port, receiver_handle) = crate::setup::start_receiver(timeline.clone(), receive)?;
@@ -95,13 +111,26 @@ pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
         "settings": {"max_wait_time_ms": 0, "batch_size": 100},
     });
     env.post(&format!("queues/{queue_id}/consumers"), &consumer).await?;
-    // Let the dispatcher see the new consumer (it reads consumers every second).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let idle =
+        crate::idle::IdleArgs { accounts: idle_accounts, webhooks: 10, pulls: 10, extra_dispatchers: 0, seconds: 0 };
+    if idle_accounts > 0 {
+        eprintln!("making {idle_accounts} idle accounts with 10 webhook consumers and 10 pull queues each");
+        crate::idle::populate(&env, &idle, &format!("http://127.0.0.1:{receiver_port}/idle")).await?;
+    }
+    // Warm up: timed messages start once one message has made the whole trip.
+    env.post(&format!("queues/{queue_id}/messages"), &json!({"body": WARM_UP, "content_type": "text"})).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !timeline.lock().unwrap().warmed {
+        anyhow::ensure!(Instant::now() < deadline, "the warm-up message did not arrive");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let postmaster = env.postmaster_pid().await?;
 
     eprintln!(
         "publishing {total} messages at {rate}/s, one per request, to a webhook consumer with max_wait_time_ms = 0"
     );
     let env = Arc::new(env);
+    let cpu_before = crate::cpu::sample(&[], postmaster);
     let start = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate as f64);
     let mut publishes = tokio::task::JoinSet::new();
@@ -131,6 +160,7 @@ pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
     while timeline.lock().unwrap().arrived.iter().any(Option::is_none) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let postgres_cpu = (crate::cpu::sample(&[], postmaster) - cpu_before).postgres;
 
     let (arrival, publish, duplicates, publish_errors) = {
         let t = timeline.lock().unwrap();
@@ -144,6 +174,8 @@ pub async fn measure(rate: u32, seconds: u32) -> anyhow::Result<Value> {
         "p99_ms": percentile_ms(&arrival, 99.0), "max_ms": percentile_ms(&arrival, 100.0),
         "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
         "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
+        "postgres_cpu_ms_per_message": postgres_cpu * 1000.0 / total.max(1) as f64,
+        "idle_webhook_consumers": idle_accounts * 10,
         "at": chrono::Utc::now().to_rfc3339(),
     });
     receiver_handle.stop(false).await;

@@ -2,6 +2,8 @@
 //!
 //!   skiplock-bench latency [--rate 1000] [--seconds 20]
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
+//!   skiplock-bench idle [--accounts 1000] [--extra-dispatchers 1]
+//!       W6 idle: CPU of the service and PostgreSQL with many idle tenants and no traffic.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
@@ -18,6 +20,7 @@ mod cpu;
 mod first_delivery;
 mod ha;
 mod http;
+mod idle;
 mod latency;
 mod peers;
 mod rabbitmq;
@@ -43,12 +46,17 @@ enum Command {
         /// How long to publish.
         #[arg(long, default_value_t = 20)]
         seconds: u32,
+        /// W6 latency: idle accounts present, each with 10 webhook consumers and 10 pull queues.
+        #[arg(long, default_value_t = 0)]
+        idle_accounts: usize,
     },
     /// W6 first delivery: create a webhook consumer and publish at once, `tries` times (the first a warm-up).
     FirstDelivery {
         #[arg(long, default_value_t = 21)]
         tries: usize,
     },
+    /// W6 idle: webhook consumers and pull queues over many accounts, no traffic; CPU over a window.
+    Idle(idle::IdleArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -61,8 +69,9 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
+        Command::Latency { rate, seconds, idle_accounts } => latency::run(rate, seconds, idle_accounts).await,
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
+        Command::Idle(args) => idle::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

@@ -46,8 +46,13 @@ pub async fn prepare(database_url: &str) -> anyhow::Result<(String, String)> {
     if !status.success() {
         bail!("skiplock migrate failed");
     }
+    create_account(database_url, "bench").await
+}
+
+/// Creates an account named `name`; returns its id and a token with every scope.
+pub async fn create_account(database_url: &str, name: &str) -> anyhow::Result<(String, String)> {
     let out = Command::new(skiplock_binary())
-        .args(["account", "create", "--name", "bench"])
+        .args(["account", "create", "--name", name])
         .env("DATABASE_URL", database_url)
         .output()
         .await?;
@@ -59,27 +64,45 @@ pub async fn prepare(database_url: &str) -> anyhow::Result<(String, String)> {
 /// Starts `skiplock serve --no-migrate` with `args` and `env` on free ports and waits until it answers;
 /// returns the process and its base URL.
 pub async fn serve(database_url: &str, args: &[&str], env: &[(&str, String)]) -> anyhow::Result<(Child, String)> {
-    let port = free_port();
+    let (server, base, _) = spawn_server(database_url, args, env)?;
+    answers(&format!("{base}/healthz")).await?;
+    Ok((server, base))
+}
+
+/// Starts a node with the dispatcher role only and waits until its metrics endpoint answers.
+pub async fn serve_dispatcher(database_url: &str, env: &[(&str, String)]) -> anyhow::Result<Child> {
+    let (server, _, metrics) = spawn_server(database_url, &["--roles", "dispatcher"], env)?;
+    answers(&format!("{metrics}/metrics")).await?;
+    Ok(server)
+}
+
+/// The server process, its API's base URL and its metrics' base URL.
+fn spawn_server(database_url: &str, args: &[&str], env: &[(&str, String)]) -> anyhow::Result<(Child, String, String)> {
+    let (port, metrics_port) = (free_port(), free_port());
     let server = Command::new(skiplock_binary())
         .args(["serve", "--no-migrate"])
         .args(args)
         .env("DATABASE_URL", database_url)
         .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
-        .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
+        .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{metrics_port}"))
         .env("SKIPLOCK_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())
         .kill_on_drop(true)
         .spawn()?;
-    let base = format!("http://127.0.0.1:{port}");
+    Ok((server, format!("http://127.0.0.1:{port}"), format!("http://127.0.0.1:{metrics_port}")))
+}
+
+/// Waits until `url` answers, up to 30 s.
+async fn answers(url: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while reqwest::get(format!("{base}/healthz")).await.is_err() {
+    while reqwest::get(url).await.is_err() {
         if Instant::now() > deadline {
-            bail!("skiplock did not start");
+            bail!("skiplock did not start ({url} did not answer)");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Ok((server, base))
+    Ok(())
 }
 
 impl Env {
@@ -108,6 +131,16 @@ impl Env {
             bail!("POST {path}: {status} {body}");
         }
         Ok(body["result"].clone())
+    }
+
+    /// The PostgreSQL server's postmaster, read from its data directory (the bench runs as its owner
+    /// or as root).
+    pub async fn postmaster_pid(&self) -> anyhow::Result<u32> {
+        let mut db = PgConnection::connect(&self.database_url).await?;
+        let dir: String = sqlx::query_scalar("select setting from pg_settings where name = 'data_directory'")
+            .fetch_one(&mut db)
+            .await?;
+        crate::cpu::postmaster_pid(std::path::Path::new(&dir)).context("reading postmaster.pid")
     }
 
     /// Stops the server and drops the database.

@@ -194,7 +194,7 @@ impl Delivery {
     }
 
     /// Wakes whoever waits on the queue on any node (long-polling pulls; its dispatcher, when `pushed`)
-    /// for messages retried: back now, or sooner than any timer they set. Sent by a task of its own, so
+    /// for messages retried or dead-lettered into it: there now, or sooner than any timer they set. Sent by a task of its own, so
     /// that a retry's answer does not wait for it; a lost wake-up only delays a wait until its timer or
     /// deadline.
     fn wake(&self, queue: QueueId, pushed: bool) {
@@ -210,6 +210,9 @@ impl Delivery {
         if count > 0 {
             self.activity.exhausted(count, route.spec.dead_letter_queue.is_some());
             self.backlog.forget(route.queue());
+            if let Some(dead_letter_queue) = route.spec.dead_letter_queue {
+                self.wake(dead_letter_queue, true);
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 //! claimed with SKIP LOCKED and each consumer's batches in flight are capped by dispatch slots.
 //!
 //! `deliver` is one delivery from claim to outcome; `worker` runs one consumer's loop; `run` keeps a
-//! worker for every active webhook consumer and wakes them on NOTIFY when messages are published.
+//! worker for every active webhook consumer, asleep until NOTIFY or the consumer's own timer wakes it.
 
 pub mod client;
 pub mod guard;
@@ -42,7 +42,7 @@ pub struct DispatchSettings {
     pub timeout: Duration,
     /// Deliveries in flight at once from this node, over all consumers.
     pub max_in_flight: usize,
-    /// How often the list of consumers is read again.
+    /// How often the list of consumers is read again, a safety net: changes arrive by notification.
     pub refresh_every: Duration,
     /// At shutdown, how long in-flight deliveries may finish before their batches are released.
     pub shutdown_grace: Duration,
@@ -53,7 +53,7 @@ impl Default for DispatchSettings {
         Self {
             timeout: Duration::from_secs(30),
             max_in_flight: 512,
-            refresh_every: Duration::from_secs(1),
+            refresh_every: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -131,9 +131,10 @@ impl Dispatcher {
         Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made: Default::default() }
     }
 
-    /// Every webhook consumer whose queue is not paused.
-    pub async fn consumers(&self) -> Result<Vec<WebhookConsumer>, sqlx::Error> {
-        Ok(store::dispatch::active_webhook_consumers(&self.pool).await?.into_iter().map(Into::into).collect())
+    /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.
+    pub async fn consumers(&self) -> Result<Vec<(WebhookConsumer, bool)>, sqlx::Error> {
+        let active = store::dispatch::active_webhook_consumers(&self.pool).await?;
+        Ok(active.into_iter().map(|a| (a.consumer.into(), a.has_ready)).collect())
     }
 
     /// Long enough for a delivery that uses its whole timeout (and the answer's read) to still settle

@@ -1,6 +1,8 @@
 //! The dispatcher's loops: `run` keeps one worker per active webhook consumer, woken when their queue
 //! gets messages by the node's one listener (`wakeups`, LISTEN/NOTIFY); a worker decides when a batch
-//! is due and keeps up to `max_concurrency` deliveries in flight while the backlog lasts.
+//! is due and keeps up to `max_concurrency` deliveries in flight while the backlog lasts. An idle
+//! worker costs no query: it sleeps until a wake-up or until the earliest delayed or leased message of
+//! its queue is due, which it read at its last look.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,8 +16,8 @@ use super::{Dispatcher, WebhookConsumer};
 use crate::ids::ConsumerId;
 use crate::store;
 
-/// The longest a worker sleeps without looking: a safety net for wake-ups from other nodes.
-const IDLE_POLL: Duration = Duration::from_secs(1);
+/// How soon a worker looks again after the database failed it.
+const AFTER_ERROR: Duration = Duration::from_secs(1);
 /// How soon to try again when every slot is taken (other nodes' deliveries finishing).
 const SLOT_POLL: Duration = Duration::from_millis(100);
 
@@ -33,7 +35,14 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
     loop {
         match dispatcher.consumers().await {
-            Ok(active) => reconcile(&dispatcher, &mut workers, active, &stop),
+            Ok(active) => {
+                // A queue with messages ready wakes its worker: a wake-up it missed is made good here.
+                let ready: Vec<_> = active.iter().filter(|(_, ready)| *ready).map(|(c, _)| c.queue_id).collect();
+                reconcile(&dispatcher, &mut workers, active.into_iter().map(|(c, _)| c).collect(), &stop);
+                for queue in ready {
+                    dispatcher.wakeups.subscribe(queue).notify_one();
+                }
+            }
             Err(err) => tracing::warn!(error = %err, "reading webhook consumers failed; will retry"),
         }
         // Read again when any node announces a consumer change; the periodic read is a safety net.
@@ -90,8 +99,8 @@ fn reconcile(
 enum Next {
     /// A batch was claimed and is being delivered: look again at once.
     Claimed,
-    /// Nothing due yet: wait this long (or until woken).
-    Wait(Duration),
+    /// Nothing due yet: wait this long, or with None until woken.
+    Wait(Option<Duration>),
 }
 
 /// One consumer's loop. `stop` ends claiming; `shutdown` (the process stopping) also bounds how long
@@ -111,15 +120,21 @@ async fn work(
             Ok(next) => next,
             Err(err) => {
                 tracing::warn!(error = %err, consumer = %consumer.id, "dispatching failed; will retry");
-                Next::Wait(IDLE_POLL)
+                Next::Wait(Some(AFTER_ERROR))
             }
         };
         let Next::Wait(wait) = next else { continue };
+        let timer = async {
+            match wait {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stop.cancelled() => break,
             _ = wake.notified() => {}
             _ = config.changed() => {}
-            _ = tokio::time::sleep(wait) => {}
+            _ = timer => {}
             Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
         }
     }
@@ -134,7 +149,7 @@ async fn next_step(
 ) -> Result<Next, sqlx::Error> {
     if !consumer.max_wait.is_zero() {
         if let Some(wait) = not_due_for(dispatcher, consumer).await? {
-            return Ok(Next::Wait(wait));
+            return Ok(wait);
         }
     }
     let batch = dispatcher.claim(consumer).await?;
@@ -142,7 +157,7 @@ async fn next_step(
         // Nothing ready, or every slot taken: which one decides how long to wait.
         let ready =
             store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
-        let wait = if ready.ready > 0 { SLOT_POLL } else { until_next(&ready) };
+        let wait = if ready.ready > 0 { Some(SLOT_POLL) } else { until_next(&ready) };
         return Ok(Next::Wait(wait));
     }
     let (dispatcher, consumer, shutdown) = (dispatcher.clone(), consumer.clone(), shutdown.clone());
@@ -162,20 +177,21 @@ async fn next_step(
     Ok(Next::Claimed)
 }
 
-/// How long until a batch is due, or None when one is due now: `batch_size` messages are ready, or
+/// The wait until a batch is due, or None when one is due now: `batch_size` messages are ready, or
 /// the first ready one has waited `max_wait_time_ms`.
-async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Duration>, sqlx::Error> {
+async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Next>, sqlx::Error> {
     let r = store::dispatch::readiness(&dispatcher.pool, c.queue_id, c.retention_seconds, c.batch_size).await?;
     if r.ready == 0 {
-        return Ok(Some(until_next(&r)));
+        return Ok(Some(Next::Wait(until_next(&r))));
     }
     if r.ready >= c.batch_size {
         return Ok(None);
     }
     let waited = r.first_ready_at.map_or(Duration::ZERO, |first| (r.now - first).to_std().unwrap_or_default());
-    Ok(c.max_wait.checked_sub(waited).filter(|left| !left.is_zero()))
+    Ok(c.max_wait.checked_sub(waited).filter(|left| !left.is_zero()).map(|left| Next::Wait(Some(left))))
 }
 
-fn until_next(r: &store::dispatch::Readiness) -> Duration {
-    r.next_at.and_then(|next| (next - r.now).to_std().ok()).map_or(IDLE_POLL, |d| d.min(IDLE_POLL))
+/// Until the queue's next delayed or leased message is due; None when it has none (a publish wakes it).
+fn until_next(r: &store::dispatch::Readiness) -> Option<Duration> {
+    r.next_at.map(|next| (next - r.now).to_std().unwrap_or(Duration::ZERO))
 }

@@ -31,8 +31,17 @@ pub struct WebhookConsumerRow {
     pub retry_delay_max: Option<i32>,
 }
 
+/// A webhook consumer as the dispatcher's full read finds it, with whether its queue has a message
+/// deliverable now (a wake-up that was missed is made good by this read).
+#[derive(Debug, sqlx::FromRow)]
+pub struct ActiveConsumer {
+    #[sqlx(flatten)]
+    pub consumer: WebhookConsumerRow,
+    pub has_ready: bool,
+}
+
 /// Every webhook consumer whose queue is not paused.
-pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<WebhookConsumerRow>, sqlx::Error> {
+pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsumer>, sqlx::Error> {
     sqlx::query_as(
         "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period, c.url,
                 c.signing_secret,
@@ -40,7 +49,9 @@ pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<WebhookConsum
                     as previous_signing_secret,
                 c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
                 coalesce(c.max_wait_time_ms, 5000) as max_wait_time_ms, c.max_concurrency, c.max_retries,
-                c.retry_delay, c.retry_backoff, c.retry_delay_max
+                c.retry_delay, c.retry_backoff, c.retry_delay_max,
+                exists (select 1 from messages m where m.queue_id = c.queue_id and m.available_at <= now())
+                    as has_ready
          from consumers c
          join queues q on q.id = c.queue_id
          left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id

@@ -212,6 +212,7 @@ pub enum Step {
 struct StepRow {
     selected: i64,
     moved: i64,
+    destinations: Vec<QueueId>,
 }
 
 /// Moves up to `limit` of the task's messages in one transaction: each goes to the destination (or
@@ -273,7 +274,8 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
                  total = t.total - (select count(*) from gone),
                  lease_until = now() + make_interval(secs => $4)
              where t.id = (select id from task))
-         select (select count(*) from batch) as selected, (select count(*) from moved) as moved
+         select (select count(*) from batch) as selected, (select count(*) from moved) as moved,
+                array(select distinct dest from moved) as destinations
          from task",
     )
     .bind(held.id)
@@ -305,6 +307,10 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
     .rows_affected()
         > 0;
     tx.commit().await?;
+    // Their consumers (a dispatcher, long-polling pulls) learn of the messages as of a publish's.
+    if !row.destinations.is_empty() {
+        super::messages::wake(pool, &row.destinations, true).await?;
+    }
     Ok(Step::Moved { moved: row.moved, selected: row.selected, finished })
 }
 

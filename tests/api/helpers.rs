@@ -288,7 +288,6 @@ pub async fn observed_dispatcher(
 ) -> skiplock::dispatch::Dispatcher {
     let settings = skiplock::dispatch::DispatchSettings {
         timeout,
-        refresh_every: Duration::from_millis(100),
         shutdown_grace: Duration::from_millis(200),
         ..Default::default()
     };
@@ -302,5 +301,5 @@ pub async fn webhook_consumer(
     hook: &Hook,
 ) -> skiplock::dispatch::WebhookConsumer {
     let all = dispatcher.consumers().await.unwrap();
-    all.into_iter().find(|c| c.id.to_string() == hook.consumer).expect("the consumer is active")
+    all.into_iter().map(|(c, _)| c).find(|c| c.id.to_string() == hook.consumer).expect("the consumer is active")
 }

@@ -1,0 +1,203 @@
+//! What wakes an idle dispatcher worker. A worker sleeps without polling until a notification (a
+//! publish, a retry, a dead-lettering, a redrive, a consumer change on any node) or until the earliest
+//! delayed or leased message of its queue is due. These dispatchers read their consumers only every
+//! two minutes, so a delivery within the deadline came by the wake-up under test.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use crate::helpers::{lease, spawn_app, TestApp};
+use crate::receiver::{Answer, Receiver};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+struct Running {
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+/// A dispatcher node of its own (its own listener), whose periodic read of the consumers never comes
+/// within a test; returns once it listens.
+async fn start_dispatcher(pool: &PgPool, timeout: Duration) -> Running {
+    let settings = skiplock::dispatch::DispatchSettings {
+        timeout,
+        refresh_every: Duration::from_secs(120),
+        shutdown_grace: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+    let shared = skiplock::startup::Shared::new(pool.clone());
+    let dispatcher = Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
+    let stop = CancellationToken::new();
+    let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let listening: i64 =
+            sqlx::query_scalar("select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        if listening > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the dispatcher did not LISTEN");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Running { stop, handle }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.stop.cancel();
+        self.handle.await.unwrap();
+    }
+}
+
+async fn queue_named(app: &TestApp, name: &str) -> String {
+    app.get(&format!("queues?name={name}")).await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned()
+}
+
+#[sqlx::test]
+async fn a_delayed_message_is_delivered_when_its_delay_ends(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("later", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    let sent = Instant::now();
+    app.publish(&hook.queue, json!({"body": "soon", "content_type": "text", "delay_seconds": 2})).await;
+    let got = receiver.wait_for(1, DEADLINE).await;
+    assert!(got[0].at - sent >= Duration::from_secs(2), "delivered before its delay ended");
+    running.stop().await;
+}
+
+#[sqlx::test]
+async fn a_retried_message_comes_back_when_its_retry_delay_ends(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|r| match r.body["messages"][0]["attempts"].as_i64() {
+        Some(1) => Answer::json(json!({"actions": [{"type": "retry_all", "delay_seconds": 1}]})),
+        _ => Answer::status(200),
+    })
+    .await;
+    let hook = app.webhook_queue("again", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    app.publish_texts(&hook.queue, &["twice"]).await;
+    let got = receiver.wait_for(2, DEADLINE).await;
+    assert_eq!(got[1].body["messages"][0]["attempts"], 2);
+    assert!(got[1].at - got[0].at >= Duration::from_secs(1), "the retry waited its delay");
+    running.stop().await;
+}
+
+/// A node claimed a batch and died before delivering it: another node's worker, asleep, delivers it
+/// when the lease runs out.
+#[sqlx::test]
+async fn a_batch_whose_node_died_is_delivered_when_its_lease_runs_out(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    app.publish_texts(&hook.queue, &["orphaned"]).await;
+    // The dead node: a short receiver timeout gives a lease of about five seconds.
+    let dead = crate::helpers::dispatcher(&pool, Duration::from_millis(100)).await;
+    let consumer = crate::helpers::webhook_consumer(&dead, &hook).await;
+    let claimed_at = Instant::now();
+    assert_eq!(dead.claim(&consumer).await.unwrap().messages.len(), 1);
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    let got = receiver.wait_for(1, DEADLINE).await;
+    assert!(got[0].at - claimed_at >= Duration::from_secs(5), "delivered while the dead node's lease held");
+    assert_eq!(got[0].body["messages"][0]["attempts"], 2);
+    running.stop().await;
+}
+
+#[sqlx::test]
+async fn a_dead_lettered_message_wakes_the_dead_letter_queues_consumer(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let failing = Receiver::start(|_| Answer::status(500)).await;
+    let dead_letters = Receiver::start(|_| Answer::status(200)).await;
+    let settings = json!({"dead_letter_queue": "doomed-dlq", "settings": {"max_wait_time_ms": 0, "max_retries": 0}});
+    let hook = app.webhook_queue("doomed", &failing.url, settings).await;
+    // The dead-letter queue was made with the consumer that names it; it gets a webhook consumer too.
+    let dlq = queue_named(&app, "doomed-dlq").await;
+    let webhook = json!({"type": "webhook", "url": dead_letters.url, "settings": {"max_wait_time_ms": 0}});
+    app.post(&format!("queues/{dlq}/consumers"), webhook).await.expect_ok();
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    app.publish_texts(&hook.queue, &["lost cause"]).await;
+    let got = dead_letters.wait_for(1, DEADLINE).await;
+    assert_eq!(got[0].body["queue"], "doomed-dlq");
+    assert_eq!(failing.received().len(), 1);
+    running.stop().await;
+}
+
+#[sqlx::test]
+async fn a_redrive_wakes_the_consumer_of_the_queue_it_moves_to(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let source =
+        app.pull_queue("source", json!({"dead_letter_queue": "source-dlq", "settings": {"max_retries": 0}})).await;
+    app.publish_texts(&source, &["back"]).await;
+    let pulled = app.pull(&source, json!({"visibility_timeout_ms": 60000})).await;
+    app.ack(&source, &[], json!([{"lease_id": lease(&pulled[0])}])).await;
+    let dlq = queue_named(&app, "source-dlq").await;
+    assert_eq!(app.backlog(&dlq).await, 1, "the message was dead-lettered");
+    // The source queue now pushes: its pull consumer is replaced by a webhook consumer.
+    let consumers = app.get(&format!("queues/{source}/consumers")).await.expect_ok().clone();
+    let pull_consumer = consumers[0]["consumer_id"].as_str().unwrap().to_owned();
+    app.delete(&format!("queues/{source}/consumers/{pull_consumer}")).await.expect_ok();
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let webhook = json!({"type": "webhook", "url": receiver.url, "settings": {"max_wait_time_ms": 0}});
+    app.post(&format!("queues/{source}/consumers"), webhook).await.expect_ok();
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    let redrive = app.post(&format!("queues/{dlq}/redrive"), json!({})).await;
+    assert_eq!(redrive.status, 201, "{}", redrive.body);
+    let got = receiver.wait_for(1, DEADLINE).await;
+    assert_eq!(got[0].body["messages"][0]["body"], "back");
+    running.stop().await;
+}
+
+#[sqlx::test]
+async fn a_changed_consumer_delivers_to_its_new_url_at_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let before = Receiver::start(|_| Answer::status(200)).await;
+    let after = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("moving", &before.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    app.publish_texts(&hook.queue, &["first"]).await;
+    before.wait_for(1, DEADLINE).await;
+    let update = json!({"type": "webhook", "url": after.url, "settings": {"max_wait_time_ms": 0}});
+    app.put(&format!("queues/{}/consumers/{}", hook.queue, hook.consumer), update).await.expect_ok();
+    // The change reaches the dispatcher by notification; until it has, a publish may still go to the
+    // old URL, so publish until one arrives at the new one.
+    let deadline = Instant::now() + DEADLINE;
+    while after.received().is_empty() {
+        assert!(Instant::now() < deadline, "the changed URL was not noticed");
+        app.publish_texts(&hook.queue, &["next"]).await;
+        let seen = before.received().len() + after.received().len();
+        while before.received().len() + after.received().len() == seen {
+            assert!(Instant::now() < deadline, "a publish was not delivered");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    running.stop().await;
+}
+
+/// A consumer deleted and made again (with another URL) on another node: the dispatcher drops the old
+/// worker and starts one for the new consumer, by the notices alone.
+#[sqlx::test]
+async fn a_consumer_deleted_and_made_again_delivers_to_the_new_one(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let old = Receiver::start(|_| Answer::status(200)).await;
+    let new = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("renewed", &old.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    app.publish_texts(&hook.queue, &["one"]).await;
+    old.wait_for(1, DEADLINE).await;
+    app.delete(&format!("queues/{}/consumers/{}", hook.queue, hook.consumer)).await.expect_ok();
+    let webhook = json!({"type": "webhook", "url": new.url, "settings": {"max_wait_time_ms": 0}});
+    app.post(&format!("queues/{}/consumers", hook.queue), webhook).await.expect_ok();
+    app.publish_texts(&hook.queue, &["two"]).await;
+    let got = new.wait_for(1, DEADLINE).await;
+    assert_eq!(got[0].body["messages"][0]["body"], "two");
+    running.stop().await;
+    assert_eq!(old.received().len(), 1, "the deleted consumer got nothing more");
+}
