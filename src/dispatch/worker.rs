@@ -97,8 +97,10 @@ fn reconcile(
 
 /// What a worker's next step is.
 enum Next {
-    /// A batch was claimed and is being delivered: look again at once.
-    Claimed,
+    /// A batch was claimed and more may be ready: look again at once.
+    More,
+    /// Messages are ready but every slot is taken: look again soon, or when a delivery ends.
+    SlotsTaken,
     /// Nothing due yet: wait this long, or with None until woken.
     Wait(Option<Duration>),
 }
@@ -123,7 +125,11 @@ async fn work(
                 Next::Wait(Some(AFTER_ERROR))
             }
         };
-        let Next::Wait(wait) = next else { continue };
+        let (wait, slots_taken) = match next {
+            Next::More => continue,
+            Next::SlotsTaken => (Some(SLOT_POLL), true),
+            Next::Wait(wait) => (wait, false),
+        };
         let timer = async {
             match wait {
                 Some(wait) => tokio::time::sleep(wait).await,
@@ -135,7 +141,7 @@ async fn work(
             _ = wake.notified() => {}
             _ = config.changed() => {}
             _ = timer => {}
-            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+            Some(_) = in_flight.join_next(), if slots_taken && !in_flight.is_empty() => {}
         }
     }
     while in_flight.join_next().await.is_some() {}
@@ -153,13 +159,32 @@ async fn next_step(
         }
     }
     let batch = dispatcher.claim(consumer).await?;
-    if batch.messages.is_empty() {
-        // Nothing ready, or every slot taken: which one decides how long to wait.
-        let ready =
-            store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
-        let wait = if ready.ready > 0 { Some(SLOT_POLL) } else { until_next(&ready) };
-        return Ok(Next::Wait(wait));
+    let claimed = batch.messages.len() as i64;
+    if claimed > 0 {
+        deliver(dispatcher, consumer, batch, in_flight, shutdown);
+        if claimed >= consumer.batch_size {
+            return Ok(Next::More);
+        }
     }
+    // A partial batch took all that was ready (a publish meanwhile wakes the worker), so no claim is
+    // spent finding that out; an empty claim means nothing ready, or every slot taken.
+    let ready = store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
+    Ok(match (ready.ready > 0, claimed > 0) {
+        (true, true) => Next::More,
+        (true, false) => Next::SlotsTaken,
+        (false, _) => Next::Wait(until_next(&ready)),
+    })
+}
+
+/// Delivers `batch` in a task of its own, which releases the batch if the node stops before the
+/// receiver answers within the grace period.
+fn deliver(
+    dispatcher: &Arc<Dispatcher>,
+    consumer: &WebhookConsumer,
+    batch: super::Batch,
+    in_flight: &mut JoinSet<()>,
+    shutdown: &CancellationToken,
+) {
     let (dispatcher, consumer, shutdown) = (dispatcher.clone(), consumer.clone(), shutdown.clone());
     in_flight.spawn(async move {
         let grace = dispatcher.settings.shutdown_grace;
@@ -174,7 +199,6 @@ async fn next_step(
             _ = deadline => dispatcher.release(&consumer, &leases, slot).await,
         }
     });
-    Ok(Next::Claimed)
 }
 
 /// The wait until a batch is due, or None when one is due now: `batch_size` messages are ready, or
