@@ -6,6 +6,8 @@
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
 //!       the load and checker of the high-availability test (scripts/ha/run.sh, make ha-test).
+//!   skiplock-bench long-poll [--only w7,idle]
+//!       W7 publish -> long-poll receive latency, and the CPU that 1,000 idle waiting pulls cost.
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
 //!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ (make bench, make bench-quick).
 //!
@@ -19,6 +21,7 @@ mod first_delivery;
 mod ha;
 mod http;
 mod latency;
+mod long_poll;
 mod peers;
 mod rabbitmq;
 mod setup;
@@ -49,6 +52,8 @@ enum Command {
         #[arg(long, default_value_t = 21)]
         tries: usize,
     },
+    /// W7 publish -> long-poll receive latency, and the CPU of 1,000 idle waiting pulls.
+    LongPoll(long_poll::LongPollArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -63,6 +68,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Latency { rate, seconds } => latency::run(rate, seconds).await,
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
+        Command::LongPoll(args) => long_poll::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

@@ -46,8 +46,13 @@ pub async fn prepare(database_url: &str) -> anyhow::Result<(String, String)> {
     if !status.success() {
         bail!("skiplock migrate failed");
     }
+    create_account(database_url, "bench").await
+}
+
+/// Creates an account named `name`; returns its id and a token with every scope.
+pub async fn create_account(database_url: &str, name: &str) -> anyhow::Result<(String, String)> {
     let out = Command::new(skiplock_binary())
-        .args(["account", "create", "--name", "bench"])
+        .args(["account", "create", "--name", name])
         .env("DATABASE_URL", database_url)
         .output()
         .await?;
