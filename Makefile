@@ -8,7 +8,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency bench bench-quick chaos ha-test fuzz db-up db-down venv clean
+.PHONY: run test lint latency bench bench-quick bench-long-poll chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -71,6 +71,13 @@ bench:
 bench-quick:
 	@cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench suite --quick
+
+# W7 publish -> long-poll receive latency at 1,000 messages/s with 16 pullers waiting, and the CPU that
+# 1,000 idle waiting pulls cost (docs/benchmarks.md), each on a fresh database: about 3 minutes.
+bench-long-poll:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench long-poll
 
 # The long crash suite: 5 minutes per mode, the server SIGKILLed every 0-3 s, PostgreSQL restarted at
 # every 5th kill. Figures in bench/results/chaos-*.md.

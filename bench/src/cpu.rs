@@ -77,6 +77,11 @@ pub fn sample(server_pids: &[u32], postmaster_pid: u32) -> CpuTimes {
     times
 }
 
+/// The parent of process `pid` (a backend's is its postmaster).
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    stat(&pid.to_string()).map(|(_, ppid, ..)| ppid)
+}
+
 /// The postmaster's pid, from the first line of `postmaster.pid` in the data directory.
 pub fn postmaster_pid(data_dir: &Path) -> Option<u32> {
     std::fs::read_to_string(data_dir.join("postmaster.pid")).ok()?.lines().next()?.trim().parse().ok()

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use actix_web::{web, HttpResponse};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::cpu;
 use crate::setup::{self, Env};
@@ -130,25 +130,11 @@ pub async fn populate(env: &Env, args: &IdleArgs, hook: &str) -> anyhow::Result<
 
 /// Creates queue `i` of `tenant` with a consumer of `kind`.
 async fn create_queue(env: &Env, tenant: &Tenant, i: usize, kind: &str, hook: &str) -> anyhow::Result<()> {
-    let base = format!("{}/client/v4/accounts/{}/queues", env.base, tenant.account);
-    let send = |url: String, body: Value| {
-        let request = env.client.post(url).bearer_auth(&tenant.token).json(&body);
-        async move {
-            let resp = request.send().await?;
-            let status = resp.status();
-            let body: Value = resp.json().await?;
-            if !status.is_success() {
-                bail!("{status} {body}");
-            }
-            Ok(body["result"].clone())
-        }
-    };
-    let queue = send(base.clone(), json!({"queue_name": format!("{}-{i}", kind.replace('_', "-"))})).await?;
-    let id = queue["queue_id"].as_str().context("a queue id")?;
     let consumer = match kind {
         "webhook" => json!({"type": "webhook", "url": hook}),
         _ => json!({"type": "http_pull"}),
     };
-    send(format!("{base}/{id}/consumers"), consumer).await?;
+    let name = format!("{}-{i}", kind.replace('_', "-"));
+    env.queue_with_consumer((&tenant.account, &tenant.token), &name, consumer).await?;
     Ok(())
 }

@@ -12,18 +12,18 @@ use serde_json::{json, Value};
 use crate::setup::{percentile_ms, Env};
 
 /// When each message (by sequence number) was sent, stored (its publish answered 2xx) and arrived.
-struct Timeline {
+pub struct Timeline {
     sent: Vec<Option<Instant>>,
     stored: Vec<Option<Instant>>,
     arrived: Vec<Option<Instant>>,
-    duplicates: usize,
-    publish_errors: usize,
+    pub duplicates: usize,
+    pub publish_errors: usize,
     /// The warm-up message arrived: the dispatcher knows the consumer and its connections are open.
     warmed: bool,
 }
 
 impl Timeline {
-    fn new(total: usize) -> Self {
+    pub fn new(total: usize) -> Self {
         Self {
             sent: vec![None; total],
             stored: vec![None; total],
@@ -32,6 +32,26 @@ impl Timeline {
             publish_errors: 0,
             warmed: false,
         }
+    }
+
+    /// Notes that message `seq` arrived `at`; a second arrival is a duplicate.
+    pub fn arrive(&mut self, seq: usize, at: Instant) {
+        match self.arrived.get_mut(seq) {
+            Some(slot @ None) => *slot = Some(at),
+            Some(Some(_)) => self.duplicates += 1,
+            None => {}
+        }
+    }
+
+    pub fn all_arrived(&self) -> bool {
+        self.arrived.iter().all(Option::is_some)
+    }
+
+    /// Sorted send-to-arrival and send-to-2xx durations of the messages from `first` on.
+    pub fn spans_from(&self, first: usize) -> (Vec<Duration>, Vec<Duration>) {
+        let from = first.min(self.sent.len());
+        let sent = &self.sent[from..];
+        (Self::spans(sent, &self.arrived[from..]), Self::spans(sent, &self.stored[from..]))
     }
 
     /// Sorted durations from `from` to `to`, for the messages that have both.
@@ -54,11 +74,8 @@ async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> Http
         if m["body"] == WARM_UP {
             t.warmed = true;
         }
-        let Some(seq) = m["body"].as_str().and_then(|s| s.parse::<usize>().ok()) else { continue };
-        match t.arrived.get_mut(seq) {
-            Some(slot @ None) => *slot = Some(now),
-            Some(Some(_)) => t.duplicates += 1,
-            None => {}
+        if let Some(seq) = m["body"].as_str().and_then(|s| s.parse::<usize>().ok()) {
+            t.arrive(seq, now);
         }
     }
     HttpResponse::Ok().finish()
@@ -111,10 +128,15 @@ pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::R
         "settings": {"max_wait_time_ms": 0, "batch_size": 100},
     });
     env.post(&format!("queues/{queue_id}/consumers"), &consumer).await?;
-    let idle =
-        crate::idle::IdleArgs { accounts: idle_accounts, webhooks: 10, pulls: 10, extra_dispatchers: 0, seconds: 0 };
     if idle_accounts > 0 {
         eprintln!("making {idle_accounts} idle accounts with 10 webhook consumers and 10 pull queues each");
+        let idle = crate::idle::IdleArgs {
+            accounts: idle_accounts,
+            webhooks: 10,
+            pulls: 10,
+            extra_dispatchers: 0,
+            seconds: 0,
+        };
         crate::idle::populate(&env, &idle, &format!("http://127.0.0.1:{receiver_port}/idle")).await?;
     }
     // Warm up: timed messages start once one message has made the whole trip.
@@ -131,12 +153,44 @@ pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::R
     );
     let env = Arc::new(env);
     let cpu_before = crate::cpu::sample(&[], postmaster);
+    let publish_secs = publish_at_rate(&env, &queue_id, rate, &timeline).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !timeline.lock().unwrap().all_arrived() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let postgres_cpu = (crate::cpu::sample(&[], postmaster) - cpu_before).postgres;
+
+    let ((arrival, publish), duplicates, publish_errors) = {
+        let t = timeline.lock().unwrap();
+        (t.spans_from(0), t.duplicates, t.publish_errors)
+    };
+    let achieved = total as f64 / publish_secs;
+    let result = json!({
+        "workload": "W4 publish->webhook latency, max_wait_time_ms = 0",
+        "rate": rate, "seconds": seconds, "messages": total, "achieved_rate": achieved,
+        "p50_ms": percentile_ms(&arrival, 50.0), "p90_ms": percentile_ms(&arrival, 90.0),
+        "p99_ms": percentile_ms(&arrival, 99.0), "max_ms": percentile_ms(&arrival, 100.0),
+        "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
+        "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
+        "postgres_cpu_ms_per_message": postgres_cpu * 1000.0 / total.max(1) as f64,
+        "idle_webhook_consumers": idle_accounts * 10,
+        "at": chrono::Utc::now().to_rfc3339(),
+    });
+    receiver_handle.stop(false).await;
+    Arc::try_unwrap(env).map_err(|_| anyhow::anyhow!("publishes still running"))?.finish().await?;
+    Ok(result)
+}
+
+/// Publishes the timeline's messages, one per request with its sequence number as its text body, `rate` a
+/// second to `queue_id`, noting when each was sent and stored; returns how long publishing took, in seconds.
+pub async fn publish_at_rate(env: &Arc<Env>, queue_id: &str, rate: u32, timeline: &web::Data<Mutex<Timeline>>) -> f64 {
+    let total = timeline.lock().unwrap().sent.len();
     let start = Instant::now();
     let interval = Duration::from_secs_f64(1.0 / rate as f64);
     let mut publishes = tokio::task::JoinSet::new();
     for seq in 0..total {
         tokio::time::sleep_until((start + interval * seq as u32).into()).await;
-        let (env, timeline, queue_id) = (env.clone(), timeline.clone(), queue_id.clone());
+        let (env, timeline, queue_id) = (env.clone(), timeline.clone(), queue_id.to_owned());
         publishes.spawn(async move {
             timeline.lock().unwrap().sent[seq] = Some(Instant::now());
             let body = json!({"body": seq.to_string(), "content_type": "text"});
@@ -155,30 +209,5 @@ pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::R
         while publishes.try_join_next().is_some() {}
     }
     while publishes.join_next().await.is_some() {}
-    let publish_secs = start.elapsed().as_secs_f64();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while timeline.lock().unwrap().arrived.iter().any(Option::is_none) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let postgres_cpu = (crate::cpu::sample(&[], postmaster) - cpu_before).postgres;
-
-    let (arrival, publish, duplicates, publish_errors) = {
-        let t = timeline.lock().unwrap();
-        (Timeline::spans(&t.sent, &t.arrived), Timeline::spans(&t.sent, &t.stored), t.duplicates, t.publish_errors)
-    };
-    let achieved = total as f64 / publish_secs;
-    let result = json!({
-        "workload": "W4 publish->webhook latency, max_wait_time_ms = 0",
-        "rate": rate, "seconds": seconds, "messages": total, "achieved_rate": achieved,
-        "p50_ms": percentile_ms(&arrival, 50.0), "p90_ms": percentile_ms(&arrival, 90.0),
-        "p99_ms": percentile_ms(&arrival, 99.0), "max_ms": percentile_ms(&arrival, 100.0),
-        "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
-        "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
-        "postgres_cpu_ms_per_message": postgres_cpu * 1000.0 / total.max(1) as f64,
-        "idle_webhook_consumers": idle_accounts * 10,
-        "at": chrono::Utc::now().to_rfc3339(),
-    });
-    receiver_handle.stop(false).await;
-    Arc::try_unwrap(env).map_err(|_| anyhow::anyhow!("publishes still running"))?.finish().await?;
-    Ok(result)
+    start.elapsed().as_secs_f64()
 }

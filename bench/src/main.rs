@@ -8,6 +8,8 @@
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
 //!       the load and checker of the high-availability test (scripts/ha/run.sh, make ha-test).
+//!   skiplock-bench long-poll [--only w7,idle]
+//!       W7 publish -> long-poll receive latency, and the CPU that 1,000 idle waiting pulls cost.
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
 //!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ (make bench, make bench-quick).
 //!
@@ -22,6 +24,7 @@ mod ha;
 mod http;
 mod idle;
 mod latency;
+mod long_poll;
 mod peers;
 mod rabbitmq;
 mod setup;
@@ -57,6 +60,8 @@ enum Command {
     },
     /// W6 idle: webhook consumers and pull queues over many accounts, no traffic; CPU over a window.
     Idle(idle::IdleArgs),
+    /// W7 publish -> long-poll receive latency, and the CPU of 1,000 idle waiting pulls.
+    LongPoll(long_poll::LongPollArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -72,6 +77,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Latency { rate, seconds, idle_accounts } => latency::run(rate, seconds, idle_accounts).await,
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Idle(args) => idle::run(args).await,
+        Command::LongPoll(args) => long_poll::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

@@ -133,14 +133,33 @@ impl Env {
         Ok(body["result"].clone())
     }
 
-    /// The PostgreSQL server's postmaster, read from its data directory (the bench runs as its owner
-    /// or as root).
+    /// The PostgreSQL server's postmaster: the parent of a backend of ours.
     pub async fn postmaster_pid(&self) -> anyhow::Result<u32> {
-        let mut db = PgConnection::connect(&self.database_url).await?;
-        let dir: String = sqlx::query_scalar("select setting from pg_settings where name = 'data_directory'")
-            .fetch_one(&mut db)
-            .await?;
-        crate::cpu::postmaster_pid(std::path::Path::new(&dir)).context("reading postmaster.pid")
+        let mut db = PgConnection::connect(&self.admin_url).await?;
+        let backend: i32 = sqlx::query_scalar("select pg_backend_pid()").fetch_one(&mut db).await?;
+        crate::cpu::parent_pid(backend as u32).context("PostgreSQL runs on another host: its CPU cannot be read")
+    }
+
+    /// Creates queue `name` in `account` (with `token`) and gives it `consumer`; returns the queue's id.
+    pub async fn queue_with_consumer(
+        &self,
+        (account, token): (&str, &str),
+        name: &str,
+        consumer: Value,
+    ) -> anyhow::Result<String> {
+        let base = format!("{}/client/v4/accounts/{account}/queues", self.base);
+        let post = |url: String, body: Value| async move {
+            let resp = self.client.post(url).bearer_auth(token).json(&body).send().await?;
+            let (status, body): (_, Value) = (resp.status(), resp.json().await?);
+            if !status.is_success() {
+                bail!("{status} {body}");
+            }
+            Ok(body["result"].clone())
+        };
+        let queue = post(base.clone(), serde_json::json!({"queue_name": name})).await?;
+        let id = queue["queue_id"].as_str().context("a queue id")?.to_owned();
+        post(format!("{base}/{id}/consumers"), consumer).await?;
+        Ok(id)
     }
 
     /// Stops the server and drops the database.

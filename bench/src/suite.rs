@@ -3,7 +3,8 @@
 //!   W1 publish, batches of 100, 4 clients;  W3 single publish, 64 clients;
 //!   W2 drain a preloaded queue, pull/read 100 then ack/delete them, 4 consumers;
 //!   W5 the steady publish/pull/ack cycle over time, and W2 behind a large backlog;
-//!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module).
+//!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module);
+//!   W7 publish -> long-poll receive latency at 1,000 messages/s, 16 pullers waiting (`long_poll`).
 //! Runs alternate between systems and repeat; tables show medians. Besides messages/s, each run records
 //! WAL bytes and the CPU each party spent per message, which is what bounds throughput when they share
 //! a small machine. Results: Markdown on stdout, JSON under `bench/results/`.
@@ -27,7 +28,7 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5), comma-separated; w1k also runs W1d, w2 also W2b.
+    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5, w7), comma-separated; w1k also runs W1d, w2 also W2b.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -646,6 +647,15 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let long_poll = if wanted("w7") {
+        // As W4: emptied and checkpointed first, on a server of its own.
+        bench.empty_queues().await?;
+        bench.checkpoint().await?;
+        std::env::set_var("DATABASE_URL", bench.pg.url("postgres"));
+        Some(crate::long_poll::w7(1000, 5, plan.latency_seconds, 16).await?)
+    } else {
+        None
+    };
     if args.statements {
         print_statements(&bench.skiplock_url).await?;
     }
@@ -733,6 +743,13 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
             l["max_ms"].as_f64().unwrap_or_default(), l["not_arrived"], l["duplicates"]
         );
     }
+    if let Some(l) = &long_poll {
+        println!(
+            "W7 publish -> long-poll receive at {}/s, {} pullers waiting: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; not arrived {}, duplicates {}",
+            l["rate"], l["pullers"], l["p50_ms"].as_f64().unwrap_or_default(), l["p99_ms"].as_f64().unwrap_or_default(),
+            l["max_ms"].as_f64().unwrap_or_default(), l["not_arrived"], l["duplicates"]
+        );
+    }
     if wanted("w1") || wanted("w3") {
         println!("skiplock peak RSS during W1-W3: {peak_rss_mib:.0} MiB");
     }
@@ -757,6 +774,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
                    "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": crate::setup::percentile_ms(&empty_pulls, 99.0)})
         }),
         "w4_latency": latency,
+        "w7_long_poll": long_poll,
         "peak_rss_mib": peak_rss_mib,
     });
     crate::setup::write_result("bench", &result)

@@ -1,8 +1,10 @@
 //! Wake-ups: one LISTEN connection per node, shared by the long-polling pulls and the dispatcher's
 //! workers. A publish, a retry, a pause or a delete on any node sends the queue's id on the channel
-//! after its commit; the listener wakes the pulls waiting on that queue (all of them, each looks again)
-//! and the queue's dispatcher worker (a permit it finds when it next waits). While nothing happens a
-//! waiting pull holds no database connection and costs no query.
+//! after its commit; the listener wakes the pulls waiting on that queue (all of them) and the queue's
+//! dispatcher worker (a permit it finds when it next waits). The pulls woken together look at the queue
+//! one at a time, and a look that found nothing to lease stands for the others woken before it began,
+//! so a wake-up costs one or two looks rather than one per waiting pull. While nothing happens a waiting
+//! pull holds no database connection and costs no query.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -53,10 +55,27 @@ impl Cause {
     }
 }
 
+/// What a waiting pull's look at its queue found when it could lease nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct EmptyLook {
+    /// When the look began: it saw everything committed before then.
+    pub began: Instant,
+    /// When the queue's next delayed or leased message becomes visible, if it has one.
+    pub next_visible: Option<Instant>,
+}
+
+/// One queue's waiting pulls on this node: what wakes them, and their looks after a wake-up, one at a
+/// time, with the last one that found nothing.
+#[derive(Default)]
+struct QueueWaits {
+    notify: Notify,
+    last_empty_look: tokio::sync::Mutex<Option<EmptyLook>>,
+}
+
 #[derive(Default)]
 struct Waiting {
-    /// Waiters per queue, with the queue's `Notify`; an entry goes with its last waiter.
-    queues: HashMap<QueueId, (usize, Arc<Notify>)>,
+    /// Waiters per queue, with the queue's wake-up and looks; an entry goes with its last waiter.
+    queues: HashMap<QueueId, (usize, Arc<QueueWaits>)>,
     accounts: HashMap<AccountId, i64>,
     /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
     dispatch: HashMap<QueueId, Arc<Notify>>,
@@ -82,7 +101,7 @@ pub struct Waiter {
     wakeups: Arc<Wakeups>,
     account: AccountId,
     queue: QueueId,
-    notify: Arc<Notify>,
+    waits: Arc<QueueWaits>,
 }
 
 impl Wakeups {
@@ -127,27 +146,29 @@ impl Wakeups {
         *count += 1;
         let entry = waiting.queues.entry(queue).or_insert_with(|| (0, Arc::default()));
         entry.0 += 1;
-        let notify = entry.1.clone();
+        let waits = entry.1.clone();
         self.metrics.waiting_pulls.inc();
-        Some(Waiter { wakeups: self.clone(), account, queue, notify })
+        Some(Waiter { wakeups: self.clone(), account, queue, waits })
     }
 
     /// Marks `queue` as waited on in the database (`store::messages::wait_on`), unless this node's last
-    /// mark still covers a wait ending at `deadline`. True when it wrote a mark.
+    /// mark still covers a wait ending at `deadline`. True when it wrote a mark where this node had none
+    /// in force: a publish already running may not have seen it. (One that only lengthens a mark in
+    /// force is false: a publish running meanwhile sees the mark it lengthens.)
     pub async fn mark(&self, pool: &PgPool, queue: QueueId, deadline: Instant) -> Result<bool, sqlx::Error> {
-        let covered = {
+        let in_force = {
             let mut waiting = self.waiting.lock().expect("wakeups lock");
             let now = Instant::now();
             waiting.marked.retain(|_, until| *until > now);
-            waiting.marked.get(&queue).is_some_and(|until| *until > deadline)
+            waiting.marked.get(&queue).copied()
         };
-        if covered {
+        if in_force.is_some_and(|until| until > deadline) {
             return Ok(false);
         }
         let written_at = Instant::now();
         crate::store::messages::wait_on(pool, queue, MARK_SECONDS).await?;
         self.waiting.lock().expect("wakeups lock").marked.insert(queue, written_at + MARK_TRUSTED);
-        Ok(true)
+        Ok(in_force.is_none())
     }
 
     pub fn max_per_account(&self) -> i64 {
@@ -156,8 +177,8 @@ impl Wakeups {
 
     fn wake(&self, queue: QueueId) {
         let waiting = self.waiting.lock().expect("wakeups lock");
-        if let Some((_, notify)) = waiting.queues.get(&queue) {
-            notify.notify_waiters();
+        if let Some((_, waits)) = waiting.queues.get(&queue) {
+            waits.notify.notify_waiters();
         }
         if let Some(notify) = waiting.dispatch.get(&queue) {
             notify.notify_one();
@@ -168,8 +189,8 @@ impl Wakeups {
     /// been missed.
     fn wake_all(&self) {
         let waiting = self.waiting.lock().expect("wakeups lock");
-        for (_, notify) in waiting.queues.values() {
-            notify.notify_waiters();
+        for (_, waits) in waiting.queues.values() {
+            waits.notify.notify_waiters();
         }
         for notify in waiting.dispatch.values() {
             notify.notify_one();
@@ -240,7 +261,14 @@ impl Waiter {
     /// A wake-up of this queue. Enable it before looking at the queue, so that a wake-up sent while
     /// looking is not missed.
     pub fn notified(&self) -> Notified<'_> {
-        self.notify.notified()
+        self.waits.notify.notified()
+    }
+
+    /// The turn to look at the queue after a wake-up (this node's waiters on it look one at a time),
+    /// holding the last look that found nothing to lease, for this one to take as its own if it began
+    /// after this one started listening again.
+    pub async fn look_turn(&self) -> tokio::sync::MutexGuard<'_, Option<EmptyLook>> {
+        self.waits.last_empty_look.lock().await
     }
 
     /// The node stopping.

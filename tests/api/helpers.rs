@@ -16,6 +16,8 @@ pub struct TestApp {
     pub account: AccountId,
     pub token: String,
     pub metrics: std::sync::Arc<skiplock::metrics::Metrics>,
+    /// Where the node serves `/metrics` (empty for a remote node).
+    pub metrics_address: String,
     client: reqwest::Client,
     stop: CancellationToken,
 }
@@ -66,16 +68,21 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
-    let (address, metrics, stop) = start_node(&pool, limits).await;
+    let Started { address, metrics, metrics_address, stop } = start_node(&pool, limits).await;
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
-    TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
+    TestApp { address, pool, account, token, metrics, metrics_address, client: reqwest::Client::new(), stop }
 }
 
-/// A node with the API role on the test's database: its address, metrics and stop token.
-async fn start_node(
-    pool: &PgPool,
-    limits: skiplock::limits::Limits,
-) -> (String, std::sync::Arc<skiplock::metrics::Metrics>, CancellationToken) {
+/// A node started by `start_node`.
+struct Started {
+    address: String,
+    metrics: std::sync::Arc<skiplock::metrics::Metrics>,
+    metrics_address: String,
+    stop: CancellationToken,
+}
+
+/// A node with the API role on the test's database: its addresses, metrics and stop token.
+async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits) -> Started {
     // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
     // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
     // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
@@ -95,8 +102,9 @@ async fn start_node(
     let node = Node::start(&settings, &[Role::Api], node_pool, stop.clone()).await.expect("the node starts");
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
     let metrics = node.shared.metrics.clone();
+    let metrics_address = format!("http://{}", node.metrics_addr);
     tokio::spawn(node.wait());
-    (address, metrics, stop)
+    Started { address, metrics, metrics_address, stop }
 }
 
 /// A fresh account and a token with `scopes`.
@@ -110,14 +118,15 @@ impl TestApp {
     /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
     pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
         let (metrics, client, stop) = (Default::default(), reqwest::Client::new(), CancellationToken::new());
-        TestApp { address, pool, account, token, metrics, client, stop }
+        TestApp { address, pool, account, token, metrics, metrics_address: String::new(), client, stop }
     }
 
     /// Another node on the same database, serving the same account with the same token.
     pub async fn another_node(&self) -> TestApp {
-        let (address, metrics, stop) = start_node(&self.pool, skiplock::limits::Limits::default()).await;
+        let Started { address, metrics, metrics_address, stop } =
+            start_node(&self.pool, skiplock::limits::Limits::default()).await;
         let (pool, account, token) = (self.pool.clone(), self.account, self.token.clone());
-        TestApp { address, pool, account, token, metrics, client: reqwest::Client::new(), stop }
+        TestApp { address, pool, account, token, metrics, metrics_address, client: reqwest::Client::new(), stop }
     }
 
     /// Stops this app's node, as a SIGTERM would.

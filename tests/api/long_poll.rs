@@ -242,3 +242,24 @@ async fn only_queues_that_pulls_wait_on_are_notified(pool: PgPool) {
     let first = tokio::time::timeout(Duration::from_secs(10), listener.recv()).await.expect("a notification").unwrap();
     assert_eq!(first.payload(), waited.parse::<uuid::Uuid>().unwrap().to_string());
 }
+
+/// The pulls a publish wakes together look at the queue one at a time and share a look that found
+/// nothing: each later publish must still reach one of those still waiting.
+#[sqlx::test]
+async fn pulls_waiting_together_each_get_one_of_the_messages_published_one_by_one(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    let pulls = (0..4).map(|_| pull_resp(&app, &q, json!({"wait_time_ms": 20_000, "batch_size": 1})));
+    let started = Instant::now();
+    let (answers, _) = tokio::join!(futures_util::future::join_all(pulls), async {
+        for (i, text) in ["one", "two", "three", "four"].iter().enumerate() {
+            until_waiting(&app, 4 - i as i64).await;
+            app.publish_texts(&q, &[text]).await;
+        }
+    });
+    let mut got: Vec<String> =
+        answers.iter().flat_map(messages).map(|m| m["body"].as_str().unwrap().to_owned()).collect();
+    got.sort();
+    assert_eq!(got, ["four", "one", "three", "two"], "each waiting pull got one message");
+    assert!(started.elapsed() < Duration::from_secs(15), "no pull waited for its deadline");
+}

@@ -25,7 +25,7 @@ use crate::state::AppState;
 use crate::store::consumers::{ConsumerFields, DeliveryTarget};
 use crate::store::messages::StoredMessage;
 use crate::store::{self};
-use crate::wakeups::{Cause, Waiter, FRESH_MARK_LOOK};
+use crate::wakeups::{Cause, EmptyLook, Waiter, FRESH_MARK_LOOK};
 
 type Data = web::Data<AppState>;
 
@@ -163,19 +163,27 @@ async fn long_poll(
     let queue = batch.route.queue();
     let marked = state.wakeups.mark(&state.pool, queue, deadline).await?;
     let mut recheck = marked.then(|| Instant::now() + FRESH_MARK_LOOK);
+    let mut woken = false;
     loop {
         // Enabled before looking, so that a wake-up sent while looking is not missed.
         let notified = waiter.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let leased = state.delivery.lease(batch.route, None, batch.limit, batch.visibility).await?.messages;
-        if !leased.is_empty() {
-            return Ok(leased);
-        }
-        let retention = batch.route.spec.retention_seconds;
-        let next = store::messages::next_visible_in_ms(&state.pool, queue, retention).await?;
-        let now = Instant::now();
-        let timer = next.map(|ms| now + Duration::from_millis(ms.max(1) as u64)).filter(|at| *at < deadline);
+        let listening_since = Instant::now();
+        let next_visible = if woken {
+            match look_after_wake(state, waiter, &batch, listening_since).await? {
+                Look::Leased(leased) => return Ok(leased),
+                Look::Over => return Ok(Vec::new()),
+                Look::Nothing(next_visible) => next_visible,
+            }
+        } else {
+            let leased = state.delivery.lease(batch.route, None, batch.limit, batch.visibility).await?.messages;
+            if !leased.is_empty() {
+                return Ok(leased);
+            }
+            next_visible(state, &batch).await?
+        };
+        let timer = next_visible.filter(|at| *at < deadline);
         let (at, cause) = match (timer, recheck) {
             (Some(t), Some(r)) if r < t => (r, Cause::Recheck),
             (None, Some(r)) if r < deadline => (r, Cause::Recheck),
@@ -194,9 +202,52 @@ async fn long_poll(
         if matches!(cause, Cause::Shutdown | Cause::Deadline) {
             return Ok(Vec::new());
         }
-        let target = delivery_target(state, batch.account, batch.raw_queue).await?;
-        if target.delivery_paused || pull_consumer(&target).is_err() {
-            return Ok(Vec::new());
+        woken = true;
+    }
+}
+
+/// What a look at the queue after a wake-up found.
+enum Look {
+    Leased(Vec<StoredMessage>),
+    /// The queue was paused, or is no longer read by an http_pull consumer.
+    Over,
+    /// Nothing to lease; when the next delayed or leased message becomes visible.
+    Nothing(Option<Instant>),
+}
+
+/// A look after a wake-up, in this node's turn for the queue: the last look that found nothing stands for
+/// this one if it began after `listening_since` (it saw all that woke this waiter); otherwise the queue is
+/// checked (paused, deleted, consumer changed) and leased from, and finding nothing is kept for the
+/// waiters behind.
+async fn look_after_wake(
+    state: &AppState,
+    waiter: &Waiter,
+    batch: &Batch<'_>,
+    listening_since: Instant,
+) -> ApiResult<Look> {
+    let mut last_empty = waiter.look_turn().await;
+    if let Some(look) = *last_empty {
+        if look.began >= listening_since {
+            return Ok(Look::Nothing(look.next_visible));
         }
     }
+    let began = Instant::now();
+    let target = delivery_target(state, batch.account, batch.raw_queue).await?;
+    if target.delivery_paused || pull_consumer(&target).is_err() {
+        return Ok(Look::Over);
+    }
+    let leased = state.delivery.lease(batch.route, None, batch.limit, batch.visibility).await?.messages;
+    if !leased.is_empty() {
+        return Ok(Look::Leased(leased));
+    }
+    let next_visible = next_visible(state, batch).await?;
+    *last_empty = Some(EmptyLook { began, next_visible });
+    Ok(Look::Nothing(next_visible))
+}
+
+/// When the queue's next delayed or leased message becomes visible, if it has one.
+async fn next_visible(state: &AppState, batch: &Batch<'_>) -> ApiResult<Option<Instant>> {
+    let retention = batch.route.spec.retention_seconds;
+    let next = store::messages::next_visible_in_ms(&state.pool, batch.route.queue(), retention).await?;
+    Ok(next.map(|ms| Instant::now() + Duration::from_millis(ms.max(1) as u64)))
 }
