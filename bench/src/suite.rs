@@ -417,8 +417,8 @@ impl Bench {
         }
         exec(&self.skiplock_url, "truncate idempotency_keys").await?;
         exec(&self.pgmq_url, "select pgmq.purge_queue('bench'); vacuum analyze pgmq.q_bench").await?;
-        if let Some(rabbit) = &self.rabbit {
-            rabbit.purge().await?;
+        if self.present(System::Rabbit) {
+            self.rabbit()?.purge().await?;
         }
         Ok(())
     }
