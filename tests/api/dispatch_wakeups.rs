@@ -3,59 +3,15 @@
 //! delayed or leased message of its queue is due. These dispatchers read their consumers only every
 //! two minutes, so a delivery within the deadline came by the wake-up under test.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 
-use crate::helpers::{lease, spawn_app, TestApp};
+use crate::helpers::{lease, listening_dispatcher as start_dispatcher, spawn_app, TestApp};
 use crate::receiver::{Answer, Receiver};
 
 const DEADLINE: Duration = Duration::from_secs(10);
-
-struct Running {
-    stop: CancellationToken,
-    handle: tokio::task::JoinHandle<()>,
-}
-
-/// A dispatcher node of its own (its own listener), whose periodic read of the consumers never comes
-/// within a test; returns once it listens.
-async fn start_dispatcher(pool: &PgPool, timeout: Duration) -> Running {
-    let settings = skiplock::dispatch::DispatchSettings {
-        timeout,
-        refresh_every: Duration::from_secs(120),
-        shutdown_grace: Duration::from_millis(200),
-        ..Default::default()
-    };
-    let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
-    let shared = skiplock::startup::Shared::new(pool.clone());
-    let dispatcher = Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
-    let stop = CancellationToken::new();
-    let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let listening: i64 =
-            sqlx::query_scalar("select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'")
-                .fetch_one(pool)
-                .await
-                .unwrap();
-        if listening > 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the dispatcher did not LISTEN");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Running { stop, handle }
-}
-
-impl Running {
-    async fn stop(self) {
-        self.stop.cancel();
-        self.handle.await.unwrap();
-    }
-}
 
 async fn queue_named(app: &TestApp, name: &str) -> String {
     app.get(&format!("queues?name={name}")).await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned()

@@ -312,3 +312,46 @@ pub async fn webhook_consumer(
     let all = dispatcher.consumers().await.unwrap();
     all.into_iter().map(|(c, _)| c).find(|c| c.id.to_string() == hook.consumer).expect("the consumer is active")
 }
+
+/// A dispatcher node of its own (its own listener) running its loop, whose periodic read of the
+/// consumers never comes within a test, so what it does comes from notifications and its own timers.
+pub struct RunningDispatcher {
+    stop: CancellationToken,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+/// Starts a `RunningDispatcher`; returns once it listens.
+pub async fn listening_dispatcher(pool: &PgPool, timeout: Duration) -> RunningDispatcher {
+    let settings = skiplock::dispatch::DispatchSettings {
+        timeout,
+        refresh_every: Duration::from_secs(120),
+        shutdown_grace: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
+    let shared = skiplock::startup::Shared::new(pool.clone());
+    let dispatcher = std::sync::Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
+    let stop = CancellationToken::new();
+    let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let listening: i64 =
+            sqlx::query_scalar("select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        if listening > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the dispatcher did not LISTEN");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    RunningDispatcher { stop, handle }
+}
+
+impl RunningDispatcher {
+    pub async fn stop(self) {
+        self.stop.cancel();
+        self.handle.await.unwrap();
+    }
+}

@@ -175,30 +175,7 @@ async fn two_dispatcher_processes_share_the_work_within_max_concurrency(pool: Pg
 async fn a_new_consumer_is_delivered_to_at_once_without_waiting_for_the_periodic_read(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let settings = skiplock::dispatch::DispatchSettings {
-        timeout: Duration::from_secs(5),
-        refresh_every: Duration::from_secs(120),
-        ..Default::default()
-    };
-    let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
-    let shared = skiplock::startup::Shared::new(pool.clone());
-    let d = Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
-    let stop = CancellationToken::new();
-    let handle = tokio::spawn(skiplock::dispatch::run(d, stop.clone()));
-    // The dispatcher's LISTEN is in place (its connection's last statement) before the consumer is made.
-    let listening = Instant::now() + DEADLINE;
-    loop {
-        let n: i64 =
-            sqlx::query_scalar("select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'")
-                .fetch_one(&pool)
-                .await
-                .unwrap();
-        if n > 0 {
-            break;
-        }
-        assert!(Instant::now() < listening, "the dispatcher did not LISTEN");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let running = crate::helpers::listening_dispatcher(&pool, Duration::from_secs(5)).await;
     let hook = app.webhook_queue("fresh", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
     publish_n(&app, &hook.queue, 1).await;
     let deadline = Instant::now() + DEADLINE;
@@ -206,6 +183,5 @@ async fn a_new_consumer_is_delivered_to_at_once_without_waiting_for_the_periodic
         assert!(Instant::now() < deadline, "no delivery: the new consumer was not noticed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    stop.cancel();
-    handle.await.unwrap();
+    running.stop().await;
 }
