@@ -26,21 +26,13 @@ import re
 import secrets
 import sys
 import time
-import traceback
 
 import cloudflare
 from cloudflare import Cloudflare
 
+from steps import StepFailed, expect, run_steps
+
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
-
-
-class StepFailed(Exception):
-    pass
-
-
-def expect(cond: bool, what: str, got: object = None) -> None:
-    if not cond:
-        raise StepFailed(f"expected {what}; got {got!r}")
 
 
 def dump(model: object) -> object:
@@ -78,7 +70,6 @@ def main() -> int:
 
     queue_name = f"sdk-flow-{int(time.time())}-{secrets.token_hex(4)}"
     state: dict[str, object] = {}
-    passed: list[str] = []
 
     # What we publish: (content_type, body). Pull must give each back exactly once.
     single_text = ("text", f"hello from the sdk {secrets.token_hex(4)}")
@@ -300,44 +291,12 @@ def main() -> int:
         purge_queue, purge_status, metrics_after_purge, delete_queue,
     ]
 
-    failed: str | None = None
-    try:
-        for step in steps:
-            name = step.__name__
-            try:
-                step()
-            except StepFailed as e:
-                failed = f"{name}: {e}"
-            except cloudflare.APIStatusError as e:
-                failed = (f"{name}: HTTP {e.status_code} {e.response.request.method} "
-                          f"{e.response.request.url}\n  response body: {e.response.text}")
-            except cloudflare.APIResponseValidationError as e:
-                failed = (f"{name}: the SDK could not read the answer (HTTP {e.response.status_code} "
-                          f"{e.response.request.method} {e.response.request.url})\n"
-                          f"  response body: {e.response.text}\n  {e}")
-            except cloudflare.APIConnectionError as e:
-                failed = f"{name}: connection error to {base_url}: {e!r}"
-            except Exception:  # noqa: BLE001 - anything else is a failure of this step, with its trace
-                failed = f"{name}: unexpected exception\n{traceback.format_exc()}"
-            if failed:
-                break
-            passed.append(name)
-            print(f"ok   {name}")
-    finally:
+    def clean_up(failed: bool) -> None:
         if failed and "queue_id" in state and not state.get("deleted") and not os.environ.get("SKIPLOCK_KEEP_QUEUE"):
-            try:
-                client.queues.delete(q(), account_id=account)
-            except Exception:  # noqa: BLE001 - best-effort cleanup
-                pass
-
-    if failed:
-        print(f"FAIL {failed}", file=sys.stderr)
-        if "queue_id" in state:
             print(f"     (queue {queue_name} id {state['queue_id']})", file=sys.stderr)
-        print(f"sdk flow: {len(passed)} passed, 1 failed")
-        return 1
-    print(f"sdk flow: {len(passed)} passed, 0 failed")
-    return 0
+            client.queues.delete(q(), account_id=account)
+
+    return run_steps("sdk flow", steps, base_url, clean_up)
 
 
 if __name__ == "__main__":

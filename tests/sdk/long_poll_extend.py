@@ -25,24 +25,16 @@ import secrets
 import sys
 import threading
 import time
-import traceback
 
 import httpx
 from cloudflare import Cloudflare
+
+from steps import expect, run_steps
 
 # The lease of the heartbeat step, and how long the pull after it waits: past the lease's first end.
 LEASE_MS = 2400
 SECOND_PULL_WAIT_MS = 3600
 LONG_POLL_WAIT_MS = 20000
-
-
-class StepFailed(Exception):
-    pass
-
-
-def expect(cond: bool, what: str, got: object = None) -> None:
-    if not cond:
-        raise StepFailed(f"expected {what}; got {got!r}")
 
 
 def heartbeat(client: Cloudflare, messages: str, lease_id: str, timeout_ms: int, done: threading.Event,
@@ -161,30 +153,11 @@ def main() -> int:
         a_heartbeat_keeps_the_message_from_a_second_pull_and_the_lease_id_still_acks,
         without_an_extension_the_lease_runs_out_and_the_message_comes_back,
     ]
-    passed: list[str] = []
-    failed = None
-    for step in steps:
-        try:
-            step()
-        except StepFailed as e:
-            failed = f"{step.__name__}: {e}"
-        except Exception:  # noqa: BLE001 - anything else fails the step, with its trace
-            failed = f"{step.__name__}: unexpected exception\n{traceback.format_exc()}"
-        if failed:
-            break
-        passed.append(step.__name__)
-        print(f"ok   {step.__name__}")
-    if "queue_id" in state:
-        try:
+    def clean_up(_failed: bool) -> None:
+        if "queue_id" in state:
             client.queues.delete(str(state["queue_id"]), account_id=account)
-        except Exception:  # noqa: BLE001 - best-effort cleanup
-            pass
-    if failed:
-        print(f"FAIL {failed}", file=sys.stderr)
-        print(f"long poll and extend: {len(passed)} passed, 1 failed")
-        return 1
-    print(f"long poll and extend: {len(passed)} passed, 0 failed")
-    return 0
+
+    return run_steps("long poll and extend", steps, env["SKIPLOCK_BASE_URL"], clean_up)
 
 
 if __name__ == "__main__":
