@@ -9,6 +9,7 @@ pub mod client;
 pub mod guard;
 mod outcome;
 mod payload;
+mod share;
 pub mod signature;
 mod worker;
 
@@ -40,7 +41,8 @@ pub use worker::run;
 pub struct DispatchSettings {
     /// How long a receiver has to answer.
     pub timeout: Duration,
-    /// Deliveries in flight at once from this node, over all consumers.
+    /// Deliveries in flight at once from this node, over all consumers, shared fairly between accounts
+    /// (`share`).
     pub max_in_flight: usize,
     /// How often the list of consumers is read again, a safety net: changes arrive by notification.
     pub refresh_every: Duration,
@@ -69,6 +71,8 @@ pub struct Dispatcher {
     wakeups: Arc<Wakeups>,
     /// Consumers whose dispatch slots exist for their current max_concurrency.
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
+    /// This node's deliveries in flight, by account.
+    in_flight: Arc<share::InFlight>,
 }
 
 /// A webhook consumer as the dispatcher works with it.
@@ -128,7 +132,8 @@ impl Dispatcher {
         settings: DispatchSettings,
         (activity, delivery, wakeups): (Arc<Activity>, Arc<Delivery>, Arc<Wakeups>),
     ) -> Self {
-        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made: Default::default() }
+        let in_flight = share::InFlight::new(settings.max_in_flight);
+        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made: Default::default(), in_flight }
     }
 
     /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.

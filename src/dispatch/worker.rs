@@ -101,6 +101,8 @@ enum Next {
     More,
     /// Messages are ready but every slot is taken: look again soon, or when a delivery ends.
     SlotsTaken,
+    /// The node has no place in flight for the consumer's account: look again soon, or when one is freed.
+    NodeFull,
     /// Nothing due yet: wait this long, or with None until woken.
     Wait(Option<Duration>),
 }
@@ -125,10 +127,11 @@ async fn work(
                 Next::Wait(Some(AFTER_ERROR))
             }
         };
-        let (wait, slots_taken) = match next {
+        let (wait, slots_taken, node_full) = match next {
             Next::More => continue,
-            Next::SlotsTaken => (Some(SLOT_POLL), true),
-            Next::Wait(wait) => (wait, false),
+            Next::SlotsTaken => (Some(SLOT_POLL), true, false),
+            Next::NodeFull => (Some(SLOT_POLL), false, true),
+            Next::Wait(wait) => (wait, false, false),
         };
         let timer = async {
             match wait {
@@ -142,6 +145,7 @@ async fn work(
             _ = config.changed() => {}
             _ = timer => {}
             Some(_) = in_flight.join_next(), if slots_taken && !in_flight.is_empty() => {}
+            _ = dispatcher.in_flight.freed().notified(), if node_full => {}
         }
     }
     while in_flight.join_next().await.is_some() {}
@@ -158,10 +162,11 @@ async fn next_step(
             return Ok(wait);
         }
     }
+    let Some(place) = dispatcher.in_flight.take(consumer.account_id) else { return Ok(Next::NodeFull) };
     let batch = dispatcher.claim(consumer).await?;
     let claimed = batch.messages.len() as i64;
     if claimed > 0 {
-        deliver(dispatcher, consumer, batch, in_flight, shutdown);
+        deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
         if claimed >= consumer.batch_size {
             return Ok(Next::More);
         }
@@ -176,12 +181,13 @@ async fn next_step(
     })
 }
 
-/// Delivers `batch` in a task of its own, which releases the batch if the node stops before the
-/// receiver answers within the grace period.
+/// Delivers `batch` in a task of its own, holding `place` until the answer is applied; the task
+/// releases the batch if the node stops before the receiver answers within the grace period.
 fn deliver(
     dispatcher: &Arc<Dispatcher>,
     consumer: &WebhookConsumer,
     batch: super::Batch,
+    place: super::share::Place,
     in_flight: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) {
@@ -198,6 +204,7 @@ fn deliver(
             _ = dispatcher.deliver(&consumer, batch) => {}
             _ = deadline => dispatcher.release(&consumer, &leases, slot).await,
         }
+        drop(place);
     });
 }
 

@@ -322,11 +322,19 @@ pub struct RunningDispatcher {
 
 /// Starts a `RunningDispatcher`; returns once it listens.
 pub async fn listening_dispatcher(pool: &PgPool, timeout: Duration) -> RunningDispatcher {
+    let settings = skiplock::dispatch::DispatchSettings { timeout, ..Default::default() };
+    listening_dispatcher_with(pool, settings).await
+}
+
+/// A `RunningDispatcher` with these settings, but for the periodic read and the shutdown grace.
+pub async fn listening_dispatcher_with(
+    pool: &PgPool,
+    settings: skiplock::dispatch::DispatchSettings,
+) -> RunningDispatcher {
     let settings = skiplock::dispatch::DispatchSettings {
-        timeout,
         refresh_every: Duration::from_secs(120),
         shutdown_grace: Duration::from_millis(200),
-        ..Default::default()
+        ..settings
     };
     let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
     let shared = skiplock::startup::Shared::new(pool.clone());

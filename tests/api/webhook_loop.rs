@@ -185,3 +185,33 @@ async fn a_new_consumer_is_delivered_to_at_once_without_waiting_for_the_periodic
     }
     running.stop().await;
 }
+
+/// One account's slow receiver and backlog do not hold all of a node's deliveries in flight: another
+/// account's message goes out while they wait. Without the fair share, the busy account's batches take
+/// every place (4 here) and the quiet account's delivery waits for one of them to be answered.
+#[sqlx::test]
+async fn one_accounts_slow_receiver_does_not_hold_up_another_accounts_deliveries(pool: PgPool) {
+    let busy = spawn_app(pool.clone()).await;
+    let (account, token) = crate::helpers::new_account(&pool, "quiet", &skiplock::auth::Scope::ALL).await;
+    let quiet = TestApp::remote(pool.clone(), busy.address.clone(), account, token);
+    const SLOW: Duration = Duration::from_secs(5);
+    let slow = Receiver::start(|_| Answer { delay: SLOW, ..Answer::status(200) }).await;
+    let fast = Receiver::start(|_| Answer::status(200)).await;
+    let settings = json!({"settings": {"batch_size": 1, "max_wait_time_ms": 0, "max_concurrency": 10}});
+    let backlog = busy.webhook_queue("backlog", &slow.url, settings).await;
+    let hook = quiet.webhook_queue("quiet", &fast.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let settings = skiplock::dispatch::DispatchSettings {
+        timeout: Duration::from_secs(30),
+        max_in_flight: 4,
+        ..Default::default()
+    };
+    let running = crate::helpers::listening_dispatcher_with(&pool, settings).await;
+    publish_n(&busy, &backlog.queue, 10).await;
+    slow.wait_for(3, DEADLINE).await;
+    let sent = Instant::now();
+    quiet.publish_texts(&hook.queue, &["meanwhile"]).await;
+    let got = fast.wait_for(1, DEADLINE).await;
+    assert!(got[0].at - sent < SLOW / 2, "the quiet account waited {:?} for the busy one", got[0].at - sent);
+    assert!(slow.max_in_flight() < 4, "the busy account left a place for the others");
+    running.stop().await;
+}
