@@ -4,6 +4,8 @@
 //!       publish -> webhook arrival latency at max_wait_time_ms = 0, at a fixed publish rate.
 //!   skiplock-bench idle [--accounts 1000] [--extra-dispatchers 1]
 //!       W6 idle: CPU of the service and PostgreSQL with many idle tenants and no traffic.
+//!   skiplock-bench neighbour [--seconds 15]
+//!       W6 noisy neighbour: a quiet account at 100 msg/s beside one at full W1 speed.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
@@ -25,6 +27,7 @@ mod http;
 mod idle;
 mod latency;
 mod long_poll;
+mod neighbour;
 mod peers;
 mod rabbitmq;
 mod setup;
@@ -62,6 +65,8 @@ enum Command {
     Idle(idle::IdleArgs),
     /// W7 publish -> long-poll receive latency, and the CPU of 1,000 idle waiting pulls.
     LongPoll(long_poll::LongPollArgs),
+    /// W6 noisy neighbour: a quiet account's publish and pull p99, alone and beside a busy account.
+    Neighbour(neighbour::NeighbourArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -78,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Idle(args) => idle::run(args).await,
         Command::LongPoll(args) => long_poll::run(args).await,
+        Command::Neighbour(args) => neighbour::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,
