@@ -28,7 +28,8 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5, w7), comma-separated; w1k also runs W1d, w2 also W2b.
+    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5, w7), comma-separated; w1k also runs W1d and a W1
+    /// of skiplock beside it, w2 also W2b.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -375,12 +376,15 @@ impl Bench {
     }
 
     /// W1k (W1 with a unique idempotency key on every message) and W1d (the same batches sent again, all
-    /// duplicates): skiplock only, set beside W1's rows of the same run.
-    async fn keyed_publishing(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<(Row, Row)> {
-        let (mut first, mut again) = (vec![], vec![]);
+    /// duplicates), skiplock only. Each round follows a round of W1 without keys (skiplock only), so that
+    /// W1k is read against a W1 measured seconds before it: on a shared host the load swings more between
+    /// W1's rounds and W1k's than the keys cost.
+    async fn keyed_publishing(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<[Row; 3]> {
+        let (mut plain, mut first, mut again) = (vec![], vec![], vec![]);
         for round in 0..plan.publish_rounds {
             let nonce = chrono::Utc::now().timestamp_micros() as u64 + round as u64;
             let (api, queue, body) = (&self.api, &queues.skiplock, &self.body);
+            let unkeyed = self.measure(System::Skiplock, api.publish(queue, 4, 100, body, plan.seconds)).await?;
             let mut sent = vec![];
             let keyed = self
                 .measure(System::Skiplock, async {
@@ -392,11 +396,23 @@ impl Bench {
                 .await?;
             let duplicates =
                 self.measure(System::Skiplock, api.publish_keyed_again(queue, 100, body, nonce, &sent)).await?;
-            eprintln!("  W1k: {:.0} msg/s; W1d (all duplicates): {:.0} msg/s", keyed.rate(), duplicates.rate());
+            eprintln!(
+                "  W1 beside W1k: {:.0} msg/s; W1k: {:.0} msg/s ({:.2}x); W1d (all duplicates): {:.0} msg/s ({:.2}x)",
+                unkeyed.rate(),
+                keyed.rate(),
+                keyed.rate() / unkeyed.rate(),
+                duplicates.rate(),
+                duplicates.rate() / unkeyed.rate()
+            );
+            plain.push(unkeyed);
             first.push(keyed);
             again.push(duplicates);
         }
-        Ok((
+        Ok([
+            Row {
+                workload: "W1 beside W1k: the same publishes without keys (skiplock only)",
+                runs: vec![(System::Skiplock, plain)],
+            },
             Row {
                 workload: "W1k publish with a unique idempotency key each, batches of 100, 4 clients",
                 runs: vec![(System::Skiplock, first)],
@@ -405,7 +421,7 @@ impl Bench {
                 workload: "W1d the same keyed batches again (all duplicates)",
                 runs: vec![(System::Skiplock, again)],
             },
-        ))
+        ])
     }
 
     /// Empties every system's queue, so the next workload starts from the same place for all.
@@ -614,9 +630,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         rows.push(bench.publishing("W1 publish, batches of 100, 4 clients", 4, 100, &plan, &queues).await?);
     }
     if wanted("w1k") && bench.present(System::Skiplock) {
-        let (keyed, duplicates) = bench.keyed_publishing(&plan, &queues).await?;
-        rows.push(keyed);
-        rows.push(duplicates);
+        rows.extend(bench.keyed_publishing(&plan, &queues).await?);
     }
     if wanted("w3") {
         rows.push(bench.publishing("W3 single publish, 64 clients", 64, 1, &plan, &queues).await?);

@@ -5,7 +5,7 @@
 //! `FOR UPDATE SKIP LOCKED`, so concurrent pullers on any node never wait on each other or share a row.
 
 use chrono::{DateTime, Utc};
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
@@ -109,25 +109,62 @@ const PUBLISH: &str = "with live as (
             null::uuid as duplicate
      from live l";
 
-/// Publishes where some messages carry keys: each key (`$9`; `$10` marks its first use in the statement)
-/// is inserted with its message, and a key the queue holds unexpired stores nothing. Concurrent
-/// statements with one key serialize on its primary key, so exactly one of them stores the message.
-const PUBLISH_KEYED: &str = "with live as (
+/// Publishes whose keys (`$9` queues, `$10` keys, one entry per key) are all new to their queues, the
+/// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
+/// statement is inserting and then commits) fails the statement with a unique violation, for
+/// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
+/// failure comes before the bodies, not after.
+const PUBLISH_NEW_KEYS: &str = "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
-         insert into idempotency_keys as k (queue_id, key, message_id, expires_at)
-         select m.queue_id, m.key, m.id, now() + make_interval(secs => l.idempotency_window)
-         from unnest($3::uuid[], $4::uuid[], $9::text[], $10::bool[]) as m(id, queue_id, key, first)
-         join live l on l.id = m.queue_id
-         where m.key is not null and m.first and l.idempotency_window > 0
-         on conflict (queue_id, key) do update set message_id = excluded.message_id, expires_at = excluded.expires_at
+         insert into idempotency_keys (queue_id, key, expires_at)
+         select k.queue_id, k.key, now() + make_interval(secs => l.idempotency_window)
+         from unnest($9::uuid[], $10::text[]) with ordinality as k(queue_id, key, i)
+         join live l on l.id = k.queue_id
+         where l.idempotency_window > 0
+         order by k.i
+         returning 1),
+     stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
+     bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
+         where m.queue_id in (select id from stored)),
+     inserted as (
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+         join stored l on l.id = m.queue_id)
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
+            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
+            null::uuid as duplicate
+     from stored l";
+
+/// Publishes where a key may be held already: each key (`$9`, `$10` as above) is inserted or, if the
+/// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
+/// stored when its key (`$11`) is absent, or when it is the key's first use in the statement (`$12`)
+/// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
+/// exactly one of them stores the message.
+const PUBLISH_ANY_KEYS: &str = "with live as (
+         select q.id, q.delivery_delay, q.idempotency_window from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     keys as (
+         insert into idempotency_keys as k (queue_id, key, expires_at)
+         select n.queue_id, n.key, now() + make_interval(secs => l.idempotency_window)
+         from unnest($9::uuid[], $10::text[]) with ordinality as n(queue_id, key, i)
+         join live l on l.id = n.queue_id
+         where l.idempotency_window > 0
+         order by n.i
+         on conflict (queue_id, key) do update set expires_at = excluded.expires_at
              where k.expires_at <= now()
-         returning k.message_id),
+         returning k.queue_id, k.key),
      kept as (
-         select m.id from unnest($3::uuid[], $4::uuid[], $9::text[]) as m(id, queue_id, key)
+         select m.id from unnest($3::uuid[], $4::uuid[], $11::text[], $12::bool[]) as m(id, queue_id, key, first)
          join live l on l.id = m.queue_id
-         where m.key is null or l.idempotency_window = 0 or m.id in (select message_id from keys)),
+         where m.key is null or l.idempotency_window = 0
+            or m.first and (m.queue_id, m.key) in (select queue_id, key from keys)),
      bodies as (
          insert into message_bodies (id, content_type, body)
          select m.id, m.content_type, m.body
@@ -154,7 +191,12 @@ const PUBLISH_KEYED: &str = "with live as (
 /// The commit (synchronous) is what makes a 2xx durable. Dispatchers are woken by `wake` afterwards,
 /// not here: PostgreSQL holds a lock from a notifying transaction's commit until its WAL is flushed, so
 /// a NOTIFY inside would make concurrent publishes commit one after another.
-pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Result<Published, sqlx::Error> {
+///
+/// Keyed publishes first try `PUBLISH_NEW_KEYS`, which costs a plain insert per key; only when a key
+/// turns out to be held does the statement run again as `PUBLISH_ANY_KEYS`, whose `on conflict` costs
+/// more per key (nothing of the failed statement was committed). Both insert the keys in the order
+/// given, sorted here, so concurrent statements sharing keys wait on each other but never deadlock.
+pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Result<Published, sqlx::Error> {
     let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
     targets.sort_by_key(|(q, a)| (q.0, a.0));
     targets.dedup();
@@ -164,7 +206,8 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
     let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
-    let (mut keys, mut firsts) = (Vec::new(), Vec::new());
+    let (mut message_keys, mut firsts) = (Vec::new(), Vec::new());
+    let mut keys = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for p in publishes {
         for m in p.messages {
@@ -176,23 +219,54 @@ pub async fn publish(db: impl PgExecutor<'_>, publishes: &[Publish<'_>]) -> Resu
             sizes.push(m.body.len() as i32);
             if keyed {
                 let key = m.idempotency_key.as_ref().map(|k| k.as_str());
-                keys.push(key);
+                message_keys.push(key);
                 // A key used twice in one statement is inserted once: the first message keeps it.
-                firsts.push(key.is_none_or(|k| seen.insert((p.queue, k))));
+                let first = key.is_none_or(|k| seen.insert((p.queue, k)));
+                if let (Some(key), true) = (key, first) {
+                    keys.push((p.queue, key));
+                }
+                firsts.push(first);
             }
         }
     }
-    let query = sqlx::query_as::<_, PublishRow>(if keyed { PUBLISH_KEYED } else { PUBLISH })
-        .bind(&target_queues)
-        .bind(&target_accounts)
-        .bind(&ids)
-        .bind(&queues)
-        .bind(&types)
-        .bind(&bodies)
-        .bind(&delays)
-        .bind(&sizes);
-    let query = if keyed { query.bind(&keys).bind(&firsts) } else { query };
-    let rows = query.fetch_all(db).await?;
+    keys.sort_unstable_by_key(|(q, k)| (q.0, *k));
+    let (key_queues, keys): (Vec<QueueId>, Vec<&str>) = keys.into_iter().unzip();
+    let query = |statement| {
+        sqlx::query_as::<_, PublishRow>(statement)
+            .bind(&target_queues)
+            .bind(&target_accounts)
+            .bind(&ids)
+            .bind(&queues)
+            .bind(&types)
+            .bind(&bodies)
+            .bind(&delays)
+            .bind(&sizes)
+    };
+    let rows = if !keyed {
+        query(PUBLISH).fetch_all(&mut *conn).await?
+    } else {
+        // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
+        let new_keys = if firsts.iter().all(|first| *first) {
+            match query(PUBLISH_NEW_KEYS).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
+                Err(sqlx::Error::Database(err)) if err.constraint() == Some("idempotency_keys_pkey") => None,
+                outcome => Some(outcome?),
+            }
+        } else {
+            None
+        };
+        match new_keys {
+            Some(rows) => rows,
+            None => {
+                query(PUBLISH_ANY_KEYS)
+                    .bind(&key_queues)
+                    .bind(&keys)
+                    .bind(&message_keys)
+                    .bind(&firsts)
+                    .fetch_all(&mut *conn)
+                    .await?
+            }
+        }
+    };
     let mut published = Published::default();
     let mut duplicate_ids = std::collections::HashSet::new();
     for row in rows {

@@ -141,3 +141,18 @@ async fn a_dead_lettered_message_keeps_its_key_in_its_source_queue(pool: PgPool)
     assert_eq!(publish(&app, &q, text("resent", "k")).await["metadata"]["duplicates"], 1);
     assert!(bodies(&app, &q).await.is_empty());
 }
+
+#[sqlx::test]
+async fn a_batch_of_new_keys_and_a_held_one_stores_each_new_one_once(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    publish(&app, &q, text("held", "k2")).await;
+    // The held key sorts between the new ones, so a first try that stopped at it had inserted one.
+    let batch = json!({"messages": [text("new 1", "k1"), text("again", "k2"), text("new 3", "k3")]});
+    let answer = app.post(&format!("queues/{q}/messages/batch"), batch).await;
+    assert_eq!(answer.expect_ok()["metadata"]["duplicates"], 1);
+    assert_eq!(bodies(&app, &q).await, ["held", "new 1", "new 3"]);
+    let resent = json!({"messages": [text("new 1 again", "k1"), text("new 3 again", "k3")]});
+    let answer = app.post(&format!("queues/{q}/messages/batch"), resent).await;
+    assert_eq!(answer.expect_ok()["metadata"]["duplicates"], 2);
+}
