@@ -1,5 +1,5 @@
-//! The Cloudflare response envelope, the JSON body extractor that turns every decoding failure into a
-//! clear 4xx, and path-id parsing.
+//! The Cloudflare response envelope and its list paging, the JSON body extractor that turns every
+//! decoding failure into a clear 4xx, and path-id parsing.
 
 use std::future::Future;
 use std::pin::Pin;
