@@ -296,30 +296,17 @@ pub fn serve(metrics: Arc<Metrics>, pool: PgPool, bind: std::net::SocketAddr) ->
     Ok(MetricsServer { server, addr })
 }
 
-/// Sets the per-queue gauges from one query over every queue. The `max_series` queues with the largest
-/// backlog get their own series; the others are summed into `account="_other", queue="_other"` so that
-/// a large number of tenants cannot explode the number of series.
+/// Sets the per-queue gauges from one query. The `max_series` queues with the largest backlog get their
+/// own series; the others are summed into `account="_other", queue="_other"` so that a large number of
+/// tenants cannot explode the number of series.
 pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: usize) -> Result<(), sqlx::Error> {
-    let mut states = crate::store::stats::queue_states(pool, None).await?;
+    let rows = crate::store::gauges::queue_gauges(pool, max_series as i64).await?;
     let tasks = crate::store::redrive::count_by_status(pool).await?;
     for status in ["running", "completed", "cancelled", "failed"] {
         let n = tasks.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
         metrics.redrive_tasks.with_label_values(&[status]).set(n);
     }
     let now = chrono::Utc::now();
-    let backlog_of: std::collections::HashMap<(crate::ids::AccountId, &str), i64> =
-        states.iter().map(|s| ((s.account_id, s.queue_name.as_str()), s.backlog_count)).collect();
-    let dead_letter: Vec<Option<i64>> = states
-        .iter()
-        .map(|s| {
-            backlog_of
-                .get(&(s.account_id, s.dead_letter_queue.as_str()))
-                .copied()
-                .filter(|_| !s.dead_letter_queue.is_empty())
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..states.len()).collect();
-    order.sort_by_key(|i| std::cmp::Reverse(states[*i].backlog_count));
     let gauges = [
         &metrics.queue_backlog,
         &metrics.queue_in_flight,
@@ -330,35 +317,27 @@ pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: 
     for g in gauges {
         g.reset();
     }
-    let mut other = [0i64; 5];
-    let mut other_used = false;
-    for (rank, i) in order.iter().enumerate() {
-        let s = &states[*i];
-        let age = s.oldest.map_or(0, |t| (now - t).num_seconds().max(0));
-        let values = [s.backlog_count, s.in_flight_count, s.delayed_count, age, dead_letter[*i].unwrap_or(0)];
-        if rank < max_series {
-            let account = s.account_id.to_string();
-            for (k, g) in gauges.iter().enumerate() {
-                if k == 4 && dead_letter[*i].is_none() {
-                    continue;
-                }
-                g.with_label_values(&[&account, &s.queue_name]).set(values[k]);
+    let mut series = 0;
+    for row in &rows {
+        // Ages do not add up: the others' oldest message is the oldest of them all.
+        let age = row.oldest.map_or(0, |t| (now - t).num_seconds().max(0));
+        let values = [row.backlog_count, row.in_flight_count, row.delayed_count, age];
+        let (account, queue) = match (&row.account_id, &row.queue_name) {
+            (Some(account), Some(name)) => {
+                series += 1;
+                (account.to_string(), name.clone())
             }
-        } else {
-            other_used = true;
-            for k in 0..5 {
-                // Ages do not add up: the oldest message of the rest is their maximum.
-                other[k] = if k == 3 { other[k].max(values[k]) } else { other[k] + values[k] };
-            }
+            _ if row.queues == 0 => continue,
+            _ => ("_other".to_owned(), "_other".to_owned()),
+        };
+        for (g, value) in gauges.iter().zip(values) {
+            g.with_label_values(&[&account, &queue]).set(value);
+        }
+        if let Some(dead_letter) = row.dead_letter_backlog_count {
+            metrics.queue_dead_letter.with_label_values(&[&account, &queue]).set(dead_letter);
         }
     }
-    if other_used {
-        for (k, g) in gauges.iter().enumerate() {
-            g.with_label_values(&["_other", "_other"]).set(other[k]);
-        }
-    }
-    metrics.queue_series.set(states.len().min(max_series) as i64);
-    states.clear();
+    metrics.queue_series.set(series);
     Ok(())
 }
 
@@ -375,8 +354,8 @@ pub async fn run_queue_gauges(
         if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
             tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
         }
-        // The gauges walk every queue's in-flight and delayed messages: when those are many, count
-        // less often.
+        // The gauges walk the in-flight and delayed messages of every queue holding messages: when
+        // those are many, count less often.
         let wait = crate::backlog::spacing(started.elapsed(), every);
         tokio::select! {
             _ = stop.cancelled() => return,

@@ -180,9 +180,9 @@ function route() {
     accountLabel.title = `Account ID ${session.accountId}`;
     const hash = location.hash || '#/queues';
     let m;
-    if (hash === '#/queues' || hash === '#/' || hash === '#') {
+    if ((m = /^#\/queues(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash)) || hash === '#/' || hash === '#') {
       setNav('queues');
-      cleanup = renderQueues(main, ctx);
+      cleanup = renderQueues(main, ctx, m && m[1] ? Number(m[1]) : 1);
     } else if ((m = /^#\/queues\/([0-9a-f]{32})$/.exec(hash))) {
       setNav('queues');
       cleanup = renderQueue(main, ctx, m[1]);

@@ -5,7 +5,7 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
+use super::envelope::{ok, ok_list, path_id, query_pairs, ApiJson, Paging};
 use super::views::{timestamp, QueueView};
 use crate::auth::{Authed, QueuesRead, QueuesWrite};
 use crate::error::{ApiError, ApiResult, Kind};
@@ -59,40 +59,21 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     Ok(ok(QueueView::new(&queue, &[])))
 }
 
-fn positive(field: &str, raw: Option<&str>, default: i64, max: i64) -> ApiResult<i64> {
-    match raw {
-        None => Ok(default),
-        Some(text) => text
-            .parse::<i64>()
-            .ok()
-            .filter(|v| (1..=max).contains(v))
-            .ok_or_else(|| ApiError::invalid(format!("{field} must be an integer from 1 to {max}, got {text:?}"))),
-    }
-}
-
 pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpRequest) -> ApiResult<HttpResponse> {
     // `name` may repeat, so the query is read as pairs rather than into a struct.
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(req.query_string())
-        .map_err(|e| ApiError::invalid(format!("invalid query string: {e}")))?;
-    let param = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    let page = positive("page", param("page"), 1, i64::from(i32::MAX))?;
-    let per_page = positive("per_page", param("per_page"), 20, 1000)?;
+    let pairs = query_pairs(&req)?;
+    let paging = Paging::parse(&pairs)?;
     let names: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "name")
         .map(|(_, v)| QueueName::parse("name", v).map(|n| n.as_str().to_owned()))
         .collect::<Result<_, _>>()?;
-    let (queues, total) = store::queues::list(&state.pool, auth.account_id(), &names, page, per_page).await?;
+    let (queues, total) =
+        store::queues::list(&state.pool, auth.account_id(), &names, paging.page, paging.per_page).await?;
     let ids: Vec<QueueId> = queues.iter().map(|q| q.id).collect();
     let consumers = store::consumers::list(&state.pool, auth.account_id(), &ids).await?;
     let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, &consumers)).collect();
-    let info = ResultInfo {
-        page,
-        per_page,
-        count: views.len(),
-        total_count: total,
-        total_pages: (total + per_page - 1) / per_page,
-    };
+    let info = paging.info(views.len(), total);
     Ok(ok_list(views, info))
 }
 

@@ -1,13 +1,13 @@
 //! skiplock's statistics endpoints (an extension of the Cloudflare API, for the dashboard):
-//! message counts by state for every queue, and one queue's published/acked series.
+//! message counts by state for a page of the account's queues, and one queue's published/acked series.
 
 use std::collections::HashMap;
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{Duration, DurationRound, Utc};
 use serde_json::{json, Value};
 
-use super::envelope::ok;
+use super::envelope::{ok, ok_list, query_pairs, Paging};
 use super::queues::queue_id;
 use crate::activity::BUCKET_SECONDS;
 use crate::auth::{Authed, QueuesRead};
@@ -16,7 +16,7 @@ use crate::ids::QueueId;
 use crate::state::AppState;
 use crate::store::{
     self,
-    stats::{QueueState, SourceCount},
+    stats::{DeadLetterSource, QueueState},
 };
 
 type Data = web::Data<AppState>;
@@ -24,8 +24,7 @@ type Data = web::Data<AppState>;
 /// The chart's window: ten minutes of 10-second buckets.
 const SERIES_MINUTES: i64 = 10;
 
-fn summary(state: &QueueState, all: &HashMap<&str, &QueueState>, sources: Vec<Value>) -> Value {
-    let dead_letter = all.get(state.dead_letter_queue.as_str());
+fn summary(state: &QueueState, sources: Vec<Value>) -> Value {
     json!({
         "queue_id": state.queue_id,
         "queue_name": state.queue_name,
@@ -35,7 +34,7 @@ fn summary(state: &QueueState, all: &HashMap<&str, &QueueState>, sources: Vec<Va
         "delayed_count": state.delayed_count,
         "oldest_message_timestamp_ms": state.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
         "dead_letter_queue": state.dead_letter_queue,
-        "dead_letter_backlog_count": dead_letter.map(|d| d.backlog_count),
+        "dead_letter_backlog_count": state.dead_letter_backlog_count,
         "dead_letter_sources": sources,
     })
 }
@@ -43,15 +42,12 @@ fn summary(state: &QueueState, all: &HashMap<&str, &QueueState>, sources: Vec<Va
 /// A queue's dead-letter sources: the queues whose consumer names it as dead-letter queue (with 0
 /// messages if none of theirs is here) and every queue its dead-lettered messages came from, with how
 /// many; a source deleted since has `queue_name` null.
-fn sources_of(states: &[QueueState], this: &QueueState, counts: &[SourceCount]) -> Vec<Value> {
-    let mut sources: HashMap<QueueId, (Option<&str>, i64)> = states
-        .iter()
-        .filter(|s| s.dead_letter_queue == this.queue_name)
-        .map(|s| (s.queue_id, (Some(s.queue_name.as_str()), 0)))
-        .collect();
-    for count in counts.iter().filter(|c| c.queue_id == this.queue_id) {
-        let name = states.iter().find(|s| s.queue_id == count.source).map(|s| s.queue_name.as_str());
-        sources.entry(count.source).or_insert((name, 0)).1 += count.messages;
+fn sources_of(this: &QueueState, found: &[DeadLetterSource]) -> Vec<Value> {
+    let mut sources: HashMap<QueueId, (Option<&str>, i64)> = HashMap::new();
+    for source in found.iter().filter(|s| s.queue_id == this.queue_id) {
+        let entry = sources.entry(source.source).or_insert((None, 0));
+        entry.0 = entry.0.or(source.source_name.as_deref());
+        entry.1 += source.messages;
     }
     let mut sources: Vec<_> = sources.into_iter().collect();
     sources.sort_by(|(a_id, (a, _)), (b_id, (b, _))| (a.is_none(), a, a_id.0).cmp(&(b.is_none(), b, b_id.0)));
@@ -61,14 +57,17 @@ fn sources_of(states: &[QueueState], this: &QueueState, counts: &[SourceCount]) 
         .collect()
 }
 
-/// `GET /accounts/{account_id}/stats/queues`: every queue's counts, its dead-letter queue's depth, and
-/// the queues that dead-letter into it.
-pub async fn all_queues(state: Data, auth: Authed<QueuesRead>) -> ApiResult<HttpResponse> {
-    let states = store::stats::queue_states(&state.pool, Some(auth.account_id())).await?;
-    let counts = store::stats::dead_letter_source_counts(&state.pool, auth.account_id()).await?;
-    let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
-    let result: Vec<Value> = states.iter().map(|s| summary(s, &by_name, sources_of(&states, s, &counts))).collect();
-    Ok(ok(result))
+/// `GET /accounts/{account_id}/stats/queues?page=&per_page=`: a page of the account's queues by name,
+/// each with its counts, its dead-letter queue's depth, and the queues that dead-letter into it.
+pub async fn all_queues(state: Data, auth: Authed<QueuesRead>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::parse(&query_pairs(&req)?)?;
+    let account = auth.account_id();
+    let (states, total) = store::stats::queue_page(&state.pool, account, paging.page, paging.per_page).await?;
+    let ids: Vec<QueueId> = states.iter().map(|s| s.queue_id).collect();
+    let sources = store::stats::dead_letter_sources(&state.pool, account, &ids).await?;
+    let result: Vec<Value> = states.iter().map(|s| summary(s, sources_of(s, &sources))).collect();
+    let info = paging.info(result.len(), total);
+    Ok(ok_list(result, info))
 }
 
 /// `GET /accounts/{account_id}/queues/{queue_id}/stats`: one queue's counts and its activity series.
@@ -79,11 +78,9 @@ pub async fn one_queue(
 ) -> ApiResult<HttpResponse> {
     let account = auth.account_id();
     let id = queue_id(&path.1)?;
-    let states = store::stats::queue_states(&state.pool, Some(account)).await?;
-    let this = states.iter().find(|s| s.queue_id == id).ok_or_else(ApiError::queue_not_found)?;
-    let counts = store::stats::dead_letter_source_counts(&state.pool, account).await?;
-    let by_name: HashMap<&str, &QueueState> = states.iter().map(|s| (s.queue_name.as_str(), s)).collect();
-    let mut result = summary(this, &by_name, sources_of(&states, this, &counts));
+    let this = store::stats::queue_state(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)?;
+    let sources = store::stats::dead_letter_sources(&state.pool, account, &[id]).await?;
+    let mut result = summary(&this, sources_of(&this, &sources));
 
     let bucket = Duration::seconds(BUCKET_SECONDS);
     let now = Utc::now().duration_trunc(bucket).expect("a bucket fits in a timestamp");

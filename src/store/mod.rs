@@ -6,6 +6,7 @@ pub mod activity;
 pub mod consumers;
 pub mod counts;
 pub mod dispatch;
+pub mod gauges;
 pub mod maintenance;
 pub mod messages;
 pub mod pool;

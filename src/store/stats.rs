@@ -7,7 +7,6 @@ use crate::ids::{AccountId, QueueId};
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueState {
-    pub account_id: AccountId,
     pub queue_id: QueueId,
     pub queue_name: String,
     pub backlog_count: i64,
@@ -19,51 +18,102 @@ pub struct QueueState {
     pub oldest: Option<DateTime<Utc>>,
     /// The consumer's dead-letter queue, by name ("" when none).
     pub dead_letter_queue: String,
+    /// The dead-letter queue's backlog; None when it names no queue of the account.
+    pub dead_letter_backlog_count: Option<i64>,
 }
 
-/// The state of an account's queues by name, or of every account's queues (metrics) when `account`
-/// is None.
-pub async fn queue_states(pool: &PgPool, account: Option<AccountId>) -> Result<Vec<QueueState>, sqlx::Error> {
-    sqlx::query_as(
-        "select q.account_id, q.id as queue_id, q.name as queue_name,
+/// The counts of the queues the `chosen` statement picks (columns `id`, `account_id`, `name`, `$1` the
+/// account), in its order. Every lookup goes by the chosen queues' ids and names, so the cost follows
+/// how many are chosen, not how many queues there are.
+fn states_of(chosen: &str) -> String {
+    format!(
+        "with chosen as ({chosen}),
+              named as (
+                  select q.id, q.account_id, q.name, coalesce(c.dead_letter_queue, '') as dead_letter_queue,
+                         d.id as dead_letter_id
+                  from chosen q
+                  left join consumers c on c.queue_id = q.id
+                  left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue),
+              backlogs as (
+                  select queue_id, messages, bytes, oldest from queue_backlogs
+                  where queue_id = any(array(select id from named union all select dead_letter_id from named)))
+         select q.id as queue_id, q.name as queue_name,
                 coalesce(b.messages, 0) as backlog_count, coalesce(b.bytes, 0) as backlog_bytes,
-                f.in_flight_count, f.delayed_count, b.oldest,
-                coalesce(con.dead_letter_queue, '') as dead_letter_queue
-         from queues q
-         left join queue_backlogs b on b.queue_id = q.id
-         left join consumers con on con.queue_id = q.id
+                f.in_flight_count, f.delayed_count, b.oldest, q.dead_letter_queue,
+                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as dead_letter_backlog_count
+         from named q
+         left join backlogs b on b.queue_id = q.id
+         left join backlogs d on d.queue_id = q.dead_letter_id
          -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
          cross join lateral (
              select count(*) filter (where m.leased) as in_flight_count,
                     count(*) filter (where not m.leased) as delayed_count
              from messages m where m.queue_id = q.id and m.available_at > now()) f
-         where $1::uuid is null or q.account_id = $1
-         order by q.account_id, q.name",
+         order by q.name"
     )
-    .bind(account)
-    .fetch_all(pool)
-    .await
 }
 
-/// How many messages of a dead-letter queue came from one source queue.
+/// One page of the account's queues by name (`per_page` of them, from the `page`th, counting from 1)
+/// and how many the account has. The page is read off the account's name index.
+pub async fn queue_page(
+    pool: &PgPool,
+    account: AccountId,
+    page: i64,
+    per_page: i64,
+) -> Result<(Vec<QueueState>, i64), sqlx::Error> {
+    let chosen = "select id, account_id, name from queues where account_id = $1 order by name limit $2 offset $3";
+    let states = sqlx::query_as(&states_of(chosen))
+        .bind(account)
+        .bind(per_page)
+        .bind((page - 1) * per_page)
+        .fetch_all(pool)
+        .await?;
+    let total = super::queues::count(pool, account).await?;
+    Ok((states, total))
+}
+
+/// One queue's counts, if the account has it.
+pub async fn queue_state(pool: &PgPool, account: AccountId, queue: QueueId) -> Result<Option<QueueState>, sqlx::Error> {
+    let chosen = "select id, account_id, name from queues where account_id = $1 and id = $2";
+    sqlx::query_as(&states_of(chosen)).bind(account).bind(queue).fetch_optional(pool).await
+}
+
+/// A queue that dead-letters into one of the given queues: named by its consumer (`messages` 0) or
+/// the source of `messages` dead-lettered messages there (`source_name` None once it is deleted).
 #[derive(Debug, Clone, sqlx::FromRow)]
-pub struct SourceCount {
+pub struct DeadLetterSource {
     pub queue_id: QueueId,
     pub source: QueueId,
+    pub source_name: Option<String>,
     pub messages: i64,
 }
 
-/// For each of the account's queues that holds dead-lettered messages, how many came from each source
-/// (read from the partial index of dead-lettered messages only).
-pub async fn dead_letter_source_counts(pool: &PgPool, account: AccountId) -> Result<Vec<SourceCount>, sqlx::Error> {
+/// The dead-letter sources of the account's given queues: the consumers naming them (by the index of
+/// consumers with a dead-letter queue) and the sources of their dead-lettered messages (by the partial
+/// index of dead-lettered messages only). A source may appear in both.
+pub async fn dead_letter_sources(
+    pool: &PgPool,
+    account: AccountId,
+    queues: &[QueueId],
+) -> Result<Vec<DeadLetterSource>, sqlx::Error> {
     sqlx::query_as(
-        "select m.queue_id, m.dead_letter_source as source, count(*) as messages
-         from messages m
-         where m.queue_id = any(array(select id from queues where account_id = $1))
-           and m.dead_letter_source is not null
-         group by m.queue_id, m.dead_letter_source",
+        "select t.id as queue_id, s.id as source, s.name as source_name, 0::int8 as messages
+         from queues t
+         join consumers c on c.account_id = t.account_id and c.dead_letter_queue = t.name
+                         and c.dead_letter_queue <> ''
+         join queues s on s.id = c.queue_id
+         where t.account_id = $1 and t.id = any($2)
+         union all
+         select g.queue_id, g.source, s.name, g.messages
+         from (select m.queue_id, m.dead_letter_source as source, count(*) as messages
+               from messages m
+               where m.queue_id = any(array(select id from queues where account_id = $1 and id = any($2)))
+                 and m.dead_letter_source is not null
+               group by m.queue_id, m.dead_letter_source) g
+         left join queues s on s.id = g.source and s.account_id = $1",
     )
     .bind(account)
+    .bind(queues)
     .fetch_all(pool)
     .await
 }

@@ -98,3 +98,58 @@ async fn webhook_deliveries_are_counted_by_outcome(pool: PgPool) {
     assert_eq!(sample(&text, "skiplock_messages_retried_total", r#"consumer_type="webhook""#), Some(1.0));
     assert_eq!(sample(&text, "skiplock_webhook_batches_in_flight", ""), Some(0.0));
 }
+
+/// Past the cap, the others' backlog, in-flight, delayed and dead-letter figures add up over every
+/// account and their oldest message is the oldest of them; under the cap, empty queues have series too.
+#[sqlx::test]
+async fn the_other_series_sums_every_figure_of_the_queues_past_the_cap(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let big = app.pull_queue("big", json!({"dead_letter_queue": "big-dlq"})).await;
+    app.publish_texts(&big, &["a", "b", "c", "d"]).await;
+    app.pull(&big, json!({"batch_size": 1, "visibility_timeout_ms": 600_000})).await;
+    // A consumer's dead-letter queue is created with it.
+    let big_dlq = app.get("queues?name=big-dlq").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    app.publish_texts(&big_dlq, &["e"]).await;
+    app.create_queue("empty").await;
+    let (other, token) = crate::helpers::new_account(&pool, "other", &skiplock::auth::Scope::ALL).await;
+    let theirs = crate::helpers::TestApp::remote(pool.clone(), app.address.clone(), other, token);
+    let mid = theirs.pull_queue("mid", json!({"dead_letter_queue": "mid-dlq"})).await;
+    theirs.publish_texts(&mid, &["f", "g"]).await;
+    theirs.publish(&mid, json!({"body": "later", "content_type": "text", "delay_seconds": 600})).await;
+    let mid_dlq = theirs.get("queues?name=mid-dlq").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    theirs.publish_texts(&mid_dlq, &["h", "i"]).await;
+
+    let other_series = r#"account="_other",queue="_other""#;
+    let own = |account: &dyn std::fmt::Display, name: &str| format!(r#"account="{account}",queue="{name}""#);
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 1).await.unwrap();
+    let text = app.metrics.render(None);
+    let big_series = own(&app.account, "big");
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &big_series), Some(4.0));
+    assert_eq!(sample(&text, "skiplock_queue_in_flight_messages", &big_series), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &big_series), Some(1.0));
+    // mid (3, one delayed), mid-dlq (2), big-dlq (1), empty (0); only mid has a dead-letter queue.
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", other_series), Some(6.0));
+    assert_eq!(sample(&text, "skiplock_queue_in_flight_messages", other_series), Some(0.0));
+    assert_eq!(sample(&text, "skiplock_queue_delayed_messages", other_series), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", other_series), Some(2.0));
+    assert!(sample(&text, "skiplock_queue_oldest_message_age_seconds", other_series).is_some());
+    assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(1.0));
+
+    // Four with messages, by backlog; the empty one is the other.
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 4).await.unwrap();
+    let text = app.metrics.render(None);
+    assert_eq!(sample(&text, "skiplock_queue_delayed_messages", &own(&other, "mid")), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &own(&other, "mid")), Some(2.0));
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &own(&app.account, "big-dlq")), Some(1.0));
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", other_series), Some(0.0));
+    assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(4.0));
+
+    // Under the cap every queue has its series, the empty one too, and there is no other.
+    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 10).await.unwrap();
+    let text = app.metrics.render(None);
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &own(&app.account, "empty")), Some(0.0));
+    assert_eq!(sample(&text, "skiplock_queue_in_flight_messages", &own(&app.account, "empty")), Some(0.0));
+    assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &own(&app.account, "empty")), None);
+    assert_eq!(sample(&text, "skiplock_queue_backlog_messages", other_series), None);
+    assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(5.0));
+}

@@ -63,3 +63,76 @@ async fn stats_are_scoped_to_the_account(pool: PgPool) {
     let url = format!("{}/client/v4/accounts/{other}/queues/{q}/stats", app.address);
     app.raw(reqwest::Method::GET, &url, Some(&token), None).await.expect_error(404);
 }
+
+/// The names on one page of `stats/queues`, and its `result_info`.
+async fn stats_page(app: &crate::helpers::TestApp, query: &str) -> (Vec<String>, Value) {
+    let resp = app.get(&format!("stats/queues{query}")).await;
+    let names = resp.expect_ok().as_array().unwrap().iter().map(|s| s["queue_name"].as_str().unwrap().to_owned());
+    (names.collect(), resp.body["result_info"].clone())
+}
+
+#[sqlx::test]
+async fn queue_stats_come_a_page_at_a_time_by_name(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    // A source on the first page whose dead-letter queue is on the last, and the other way round.
+    // (A consumer's dead-letter queue is created with it.)
+    let zulu = app.pull_queue("zulu", json!({"dead_letter_queue": "bravo"})).await;
+    let alpha = app.pull_queue("alpha", json!({"dead_letter_queue": "zulu"})).await;
+    for name in ["delta", "charlie"] {
+        app.create_queue(name).await;
+    }
+    app.publish_texts(&zulu, &["a", "b"]).await;
+    app.publish_texts(&alpha, &["c"]).await;
+
+    let (names, info) = stats_page(&app, "?per_page=2").await;
+    assert_eq!(names, ["alpha", "bravo"]);
+    assert_eq!(info, json!({"page": 1, "per_page": 2, "count": 2, "total_count": 5, "total_pages": 3}));
+    let (names, info) = stats_page(&app, "?per_page=2&page=2").await;
+    assert_eq!(names, ["charlie", "delta"]);
+    assert_eq!(info["page"], 2);
+    let (names, info) = stats_page(&app, "?page=3&per_page=2").await;
+    assert_eq!(names, ["zulu"]);
+    assert_eq!(info, json!({"page": 3, "per_page": 2, "count": 1, "total_count": 5, "total_pages": 3}));
+    let (names, info) = stats_page(&app, "?page=4&per_page=2").await;
+    assert!(names.is_empty(), "past the last page: {names:?}");
+    assert_eq!(info, json!({"page": 4, "per_page": 2, "count": 0, "total_count": 5, "total_pages": 3}));
+    let (names, info) = stats_page(&app, "").await;
+    assert_eq!(names, ["alpha", "bravo", "charlie", "delta", "zulu"]);
+    assert_eq!(info, json!({"page": 1, "per_page": 20, "count": 5, "total_count": 5, "total_pages": 1}));
+
+    // Figures that involve a queue on another page are still whole.
+    let first = app.get("stats/queues?per_page=1").await;
+    let alpha_stats = &first.expect_ok()[0];
+    assert_eq!(
+        (alpha_stats["backlog_count"].as_i64(), alpha_stats["dead_letter_queue"].as_str()),
+        (Some(1), Some("zulu"))
+    );
+    assert_eq!(alpha_stats["dead_letter_backlog_count"], 2, "zulu, on the last page, holds 2");
+    let last = app.get("stats/queues?per_page=1&page=5").await;
+    assert_eq!(
+        last.expect_ok()[0]["dead_letter_sources"],
+        json!([{"queue_id": alpha, "queue_name": "alpha", "message_count": 0}]),
+        "alpha, on the first page, dead-letters into zulu"
+    );
+    let second = app.get("stats/queues?per_page=1&page=2").await;
+    assert_eq!(second.expect_ok()[0]["dead_letter_sources"][0]["queue_name"], "zulu");
+    let charlie = &app.get("stats/queues?per_page=1&page=3").await.body["result"][0];
+    assert_eq!(charlie["dead_letter_backlog_count"], Value::Null, "no dead-letter queue");
+
+    // Out of range: 400, naming the parameter.
+    for (query, name) in [
+        ("page=0", "page"),
+        ("page=-1", "page"),
+        ("page=x", "page"),
+        ("page=2147483648", "page"),
+        ("per_page=0", "per_page"),
+        ("per_page=1001", "per_page"),
+        ("per_page=1.5", "per_page"),
+    ] {
+        let resp = app.get(&format!("stats/queues?{query}")).await;
+        let message = resp.expect_error(400);
+        assert!(message.starts_with(&format!("{name} must be an integer from 1 to")), "{query}: {message}");
+    }
+    let resp = app.get("stats/queues?page=2147483647&per_page=1000").await;
+    assert_eq!(resp.expect_ok(), &json!([]), "the last page number allowed is answered, empty");
+}

@@ -3,7 +3,7 @@ use serde_json::json;
 use skiplock::auth::Scope;
 use sqlx::PgPool;
 
-use crate::helpers::{lease, new_account, spawn_app};
+use crate::helpers::{lease, new_account, spawn_app, TestApp};
 
 /// Another account's objects are 404s, whatever the route, and nothing of theirs changes.
 #[sqlx::test]
@@ -147,6 +147,8 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::GET, format!("queues/{q}/metrics"), json!(null)),
                 (Method::GET, format!("queues/{q}/stats"), json!(null)),
                 (Method::GET, "stats/queues".into(), json!(null)),
+                (Method::GET, "stats/queues?page=2&per_page=1".into(), json!(null)),
+                (Method::GET, "queues?page=2&per_page=1".into(), json!(null)),
                 (Method::POST, format!("queues/{q}/purge"), json!({"delete_messages_permanently": true})),
                 (Method::GET, format!("queues/{q}/purge"), json!(null)),
                 (Method::GET, format!("queues/{q}/consumers"), json!(null)),
@@ -187,18 +189,22 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 assert!(resp.status < 500, "{method} {prefix}/{path} with {scopes:?}: {} {}", resp.status, resp.body);
                 let on_own_collection = prefix.contains(&mallory.to_string())
                     && matches!(
-                        path.as_str(),
+                        path.split('?').next().unwrap(),
                         "queues" | "stats/queues" | "tokens" | "event_subscriptions/subscriptions"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
                 } else if resp.status == 200 {
-                    assert!(!resp.body.to_string().contains(&*victim_q), "{path} showed the victim's queue");
+                    let body = resp.body.to_string();
+                    assert!(
+                        !body.contains(&*victim_q) && !body.contains(&*victim_dlq),
+                        "{path} showed the victim's queue"
+                    );
                 }
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 33);
+    assert_eq!(tried, 8 * 2 * 35);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -208,4 +214,58 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     assert_eq!(app.get(&format!("queues/{victim_q}/redrive")).await.expect_ok(), &json!([]));
     assert_eq!(app.get(&format!("queues/{victim_dlq}/redrive")).await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
+}
+
+/// Every page of an account's queue list and queue stats holds only its own queues, and the totals count
+/// only them, whatever the page size, with another account's queues named in between and alike.
+#[sqlx::test]
+async fn every_page_of_the_lists_shows_only_the_accounts_own_queues(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    // The victim's dead-letter queue (created with its consumer) has the name of one of Mallory's queues.
+    let victim_source = app.pull_queue("b-source", json!({"dead_letter_queue": "shared"})).await;
+    let victim_shared = app.get("queues?name=shared").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    app.publish_texts(&victim_shared, &["one", "two"]).await;
+    for name in ["a", "c", "e", "g"] {
+        app.create_queue(name).await;
+    }
+    let (mallory, token) = new_account(&pool, "mallory", &Scope::ALL).await;
+    let theirs = TestApp::remote(pool.clone(), app.address.clone(), mallory, token.clone());
+    for name in ["b", "d", "shared"] {
+        theirs.create_queue(name).await;
+    }
+    let own = ["b", "d", "shared"];
+
+    for list in ["stats/queues", "queues"] {
+        for per_page in [1, 2, 3, 1000] {
+            let mut seen = Vec::new();
+            for page in 1..=(3 / per_page + 2) {
+                let resp = theirs.get(&format!("{list}?page={page}&per_page={per_page}")).await;
+                let items = resp.expect_ok().as_array().unwrap().clone();
+                assert_eq!(resp.body["result_info"]["total_count"], 3, "{list} page {page} of {per_page}");
+                for item in &items {
+                    let name = item["queue_name"].as_str().unwrap().to_owned();
+                    assert!(own.contains(&name.as_str()), "{list} page {page} of {per_page} showed {name}");
+                    assert_ne!(item["queue_id"], json!(victim_shared), "{list} showed the victim's queue");
+                    if list == "stats/queues" {
+                        assert_eq!(item["dead_letter_sources"], json!([]), "{name} has no source of Mallory's");
+                        assert_eq!(item["backlog_count"], 0, "{name}");
+                    }
+                }
+                seen.extend(items.iter().map(|i| i["queue_name"].as_str().unwrap().to_owned()));
+            }
+            seen.sort();
+            assert_eq!(seen, own, "{list} by {per_page}: every own queue once, and only those");
+        }
+        // Any page of the victim's list, with Mallory's token, is not found.
+        let victim_url = format!("{}/client/v4/accounts/{}/{list}?page=2&per_page=1", app.address, app.account);
+        app.raw(Method::GET, &victim_url, Some(&token), None).await.expect_error(404);
+    }
+    // The victim's figures still name its own dead-letter queue, not Mallory's of the same name.
+    let victim = app.get("stats/queues?per_page=1000").await;
+    let stats = victim.expect_ok().as_array().unwrap();
+    let source = stats.iter().find(|s| s["queue_id"] == json!(victim_source)).unwrap();
+    assert_eq!(source["dead_letter_backlog_count"], 2);
+    let shared = stats.iter().find(|s| s["queue_name"] == "shared").unwrap();
+    assert_eq!(shared["dead_letter_sources"][0]["queue_id"], json!(victim_source));
+    assert_eq!(victim.body["result_info"]["total_count"], 6);
 }

@@ -494,6 +494,76 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
   }
 });
 
+test('the queue list shows a page at a time, with previous and next', async () => {
+  const prefix = `e2e-${RUN}-pg`;
+  const PER_PAGE = 50; // web/views/queues.js
+  // More queues than one page holds, beside whatever the account has already.
+  const made = [];
+  for (let i = 0; i < PER_PAGE + 2; i += 1) {
+    const name = `${prefix}-${String(i).padStart(2, '0')}`;
+    const { status, json } = await api('POST', `/accounts/${ACCOUNT}/queues`, { queue_name: name });
+    assert.equal(status, 200, JSON.stringify(json));
+    made.push(name);
+  }
+  const { context, page, log } = await openPage();
+  try {
+    const stats = (n) => api('GET', `/accounts/${ACCOUNT}/stats/queues?page=${n}&per_page=${PER_PAGE}`);
+    const total = (await stats(1)).json.result_info.total_count;
+    const pages = Math.ceil(total / PER_PAGE);
+    assert.ok(pages >= 2, `${total} queues make ${pages} pages`);
+    const count = page.locator('.card-head .count');
+    const pager = page.getByRole('navigation', { name: 'Queue pages' });
+    const previous = pager.getByRole('button', { name: /Previous/ });
+    const next = pager.getByRole('button', { name: /Next/ });
+    const shown = () => page.locator('table[aria-label="Queues"] tbody tr').evaluateAll((rows) => rows.map((r) => r.dataset.queue));
+    const fmt = new Intl.NumberFormat('en-US').format;
+    const range = (n) => `${fmt((n - 1) * PER_PAGE + 1)}–${fmt(Math.min(n * PER_PAGE, total))} of ${fmt(total)} queues`;
+
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await waitForText(count, range(1));
+    await waitForText(pager.locator('.pager-text'), `Page 1 of ${pages}`);
+    assert.equal(await previous.isDisabled(), true, 'no page before the first');
+    const seen = await shown();
+    assert.equal(seen.length, PER_PAGE);
+    assert.deepEqual(seen, (await stats(1)).json.result.map((s) => s.queue_name), 'page 1 is the server\'s page 1');
+    await shot(page, 'queues-paged.png', { fullPage: true });
+
+    // Next, to the last page: each shows the server's page, and the address follows.
+    for (let n = 2; n <= pages; n += 1) {
+      await next.click();
+      await waitForText(count, range(n));
+      assert.match(page.url(), new RegExp(`#/queues\\?page=${n}$`));
+      const names = await shown();
+      assert.deepEqual(names, (await stats(n)).json.result.map((s) => s.queue_name), `page ${n}`);
+      seen.push(...names);
+    }
+    assert.equal(await next.isDisabled(), true, 'no page after the last');
+    assert.equal(seen.length, total);
+    for (const name of made) assert.equal(seen.filter((n) => n === name).length, 1, `${name} shows on exactly one page`);
+
+    // A queue opened from the last page, then Back: the same page again.
+    const last = (await shown())[0];
+    await page.getByRole('link', { name: last, exact: true }).click();
+    await page.getByRole('heading', { name: last, level: 1 }).waitFor();
+    await page.goBack();
+    await waitForText(count, range(pages));
+    assert.ok((await shown()).includes(last));
+
+    // Previous, back to the first page.
+    for (let n = pages - 1; n >= 1; n -= 1) {
+      await previous.click();
+      await waitForText(count, range(n));
+    }
+    assert.equal(await previous.isDisabled(), true);
+    assert.match(page.url(), /#\/queues$/);
+    assertNoConsoleErrors(log);
+  } finally {
+    await context.close();
+    await removeQueues(prefix);
+  }
+});
+
 test('a dead-letter queue shows its sources and redrives its messages back', async () => {
   const prefix = `e2e-${RUN}-rd`;
   const base = `/accounts/${ACCOUNT}/queues`;

@@ -110,18 +110,26 @@ export function createClient({ accountId, token }, onUnauthorized) {
   const acct = (p) => `/accounts/${accountId}${p}`;
   const q = (queueId, p = '') => acct(`/queues/${encodeURIComponent(queueId)}${p}`);
   const result = async (method, path, body) => (await call(method, path, body)).result;
+  const names = (list) => list.map((n) => `name=${encodeURIComponent(n)}`).join('&');
+  /** One page of a list: its items and the server's result_info {page, per_page, count, total_count, total_pages}. */
+  const page = async (path) => {
+    const envelope = await call('GET', path);
+    return { items: envelope.result, info: envelope.result_info };
+  };
 
   return {
     accountId,
     // queues
     listQueues: () => result('GET', acct('/queues?per_page=1000')),
+    /** The queues with these names (at most 1000). */
+    queuesNamed: (list) => (list.length ? result('GET', acct(`/queues?per_page=${list.length}&${names(list)}`)) : Promise.resolve([])),
     getQueue: (id) => result('GET', q(id)),
     createQueue: (queue_name, settings) => result('POST', acct('/queues'), settings ? { queue_name, settings } : { queue_name }),
     updateQueue: (id, settings) => result('PATCH', q(id), { settings }),
     deleteQueue: (id) => result('DELETE', q(id)),
     purgeQueue: (id) => result('POST', q(id, '/purge'), { delete_messages_permanently: true }),
     // stats (skiplock extension)
-    allStats: () => result('GET', acct('/stats/queues')),
+    statsPage: (number, perPage) => page(acct(`/stats/queues?page=${number}&per_page=${perPage}`)),
     queueStats: (id) => result('GET', q(id, '/stats')),
     // consumers
     listConsumers: (id) => result('GET', q(id, '/consumers')),

@@ -1,11 +1,15 @@
-// The queue list: counts by state, oldest message age, dead-letter depth; create a queue.
+// The queue list, a page at a time by name: counts by state, oldest message age, dead-letter depth;
+// create a queue.
 
 import { h, field, notice, num, bytes, age, badge, busy } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
 
 const NAME_RE = /^[a-z0-9-]{1,63}$/;
+/** Queues on a page of the list. */
+export const PER_PAGE = 50;
 
-export function renderQueues(root, ctx) {
+/** `page` is the page of the list to show first, from 1 (the address's `?page=`). */
+export function renderQueues(root, ctx, page = 1) {
   ctx.setTitle('Queues');
   const { api } = ctx;
 
@@ -68,15 +72,19 @@ export function renderQueues(root, ctx) {
     h('p', { class: 'empty-title' }, 'No queues yet'),
     h('p', { class: 'muted' }, 'Create a queue above, then send it a test message from its page.'));
   const loading = h('p', { class: 'muted loading' }, 'Loading queues…');
+  const prev = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, '← Previous');
+  const next = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, 'Next →');
+  const pageOf = h('span', { class: 'muted pager-text', 'aria-live': 'polite' });
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Queue pages', hidden: true }, prev, pageOf, next);
 
   root.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' },
-      h('div', null, h('h1', null, 'Queues'), h('p', { class: 'muted' }, 'Every queue in this account, refreshed every few seconds.')),
+      h('div', null, h('h1', null, 'Queues'), h('p', { class: 'muted' }, `Every queue in this account by name, ${PER_PAGE} to a page, refreshed every few seconds.`)),
       h('div', { class: 'page-head-side' }, updated)),
     h('div', { class: 'card' }, form),
     h('div', { class: 'card card-flush' },
       h('div', { class: 'card-head' }, h('h2', null, 'All queues'), count),
-      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty)));
+      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager)));
 
   function row(s, q) {
     const paused = q && q.settings && q.settings.delivery_paused;
@@ -104,11 +112,28 @@ export function renderQueues(root, ctx) {
       h('td', { 'data-label': 'Dead-letter queue' }, dlq));
   }
 
-  ctx.poll(5000, async () => {
+  /** Shows page `to` (the address follows, so Back returns to the page before). */
+  function go(to, { replace = false } = {}) {
+    page = to;
+    const hash = page > 1 ? `#/queues?page=${page}` : '#/queues';
+    if (replace) history.replaceState(null, '', hash);
+    else history.pushState(null, '', hash);
+    prev.disabled = true;
+    next.disabled = true;
+    poller.now();
+  }
+  prev.addEventListener('click', () => go(page - 1));
+  next.addEventListener('click', () => go(page + 1));
+
+  const poller = ctx.poll(5000, async () => {
+    const asked = page;
     let stats;
+    let info;
     let queues = [];
     try {
-      [stats, queues] = await Promise.all([api.allStats(), api.listQueues()]);
+      ({ items: stats, info } = await api.statsPage(asked, PER_PAGE));
+      // The page's settings and consumers, for the badges: the queues of this page only.
+      queues = await api.queuesNamed(stats.map((s) => s.queue_name));
     } catch (err) {
       if (ctx.signal.aborted) return;
       loading.hidden = true;
@@ -118,16 +143,25 @@ export function renderQueues(root, ctx) {
       listMsg.show(describe(err));
       return;
     }
-    if (ctx.signal.aborted) return;
+    if (ctx.signal.aborted || asked !== page) return; // another page was asked for meanwhile
+    if (stats.length === 0 && info.total_pages > 0 && page > info.total_pages) {
+      // Past the end (queues deleted, or an old address): the last page instead.
+      go(info.total_pages, { replace: true });
+      return;
+    }
     listMsg.clear();
     loading.hidden = true;
     const byId = new Map(queues.map((q) => [q.queue_id, q]));
-    stats.sort((a, b) => a.queue_name.localeCompare(b.queue_name));
     tbody.replaceChildren(...stats.map((s) => row(s, byId.get(s.queue_id))));
     table.hidden = stats.length === 0;
-    empty.hidden = stats.length !== 0;
-    const total = stats.reduce((n, s) => n + s.backlog_count, 0);
-    count.textContent = stats.length ? `${num(stats.length)} ${stats.length === 1 ? 'queue' : 'queues'} · ${num(total)} messages waiting` : '';
+    empty.hidden = info.total_count !== 0;
+    const first = (info.page - 1) * info.per_page + 1;
+    const range = `${num(first)}–${num(first + stats.length - 1)} of ${num(info.total_count)}`;
+    count.textContent = info.total_count ? `${range} ${info.total_count === 1 ? 'queue' : 'queues'}` : '';
+    pager.hidden = info.total_pages <= 1;
+    pageOf.textContent = `Page ${num(info.page)} of ${num(info.total_pages)}`;
+    prev.disabled = info.page <= 1;
+    next.disabled = info.page >= info.total_pages;
     updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
     updated.classList.remove('live-stale');
   });

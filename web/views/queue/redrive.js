@@ -118,7 +118,7 @@ export function createRedrive({ api, ctx, queueId, refresh, onMoved }) {
     if (!loaded) {
       loaded = true;
       // The destinations to choose from and the latest task; both are conveniences, so a failure is quiet.
-      api.allStats().then((all) => setNames(s, all.map((q) => q.queue_name)), () => {});
+      api.listQueues().then((all) => setNames(s, all.map((q) => q.queue_name).sort()), () => {});
       api.listRedrives(queueId).then((tasks) => tasks.length && follow(tasks[0]), () => {});
     }
   }

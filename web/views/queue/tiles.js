@@ -57,8 +57,8 @@ export function createTiles() {
 }
 
 /**
- * The stats name the dead-letter queue; this finds its id (one listing per page, not per poll) and
- * sets it as `dead_letter_queue_id` for the tile's link.
+ * The stats name the dead-letter queue; this finds its id (one look-up by name per page, not per poll)
+ * and sets it as `dead_letter_queue_id` for the tile's link.
  */
 export function deadLetterResolver(api) {
   const dlqIds = new Map();
@@ -66,8 +66,8 @@ export function deadLetterResolver(api) {
     if (!s.dead_letter_queue) return;
     if (!dlqIds.has(s.dead_letter_queue)) {
       try {
-        const all = await api.allStats();
-        for (const other of all) dlqIds.set(other.queue_name, other.queue_id);
+        const [found] = await api.queuesNamed([s.dead_letter_queue]);
+        if (found) dlqIds.set(found.queue_name, found.queue_id);
       } catch {
         // a link is a convenience: the name is shown either way
       }
