@@ -251,7 +251,7 @@ impl Api {
     }
 
     /// Pulls up to 100 messages and acks them all; returns how many.
-    async fn pull_and_ack(&self, connection: &mut Connection, queue: &str) -> anyhow::Result<u64> {
+    pub async fn pull_and_ack(&self, connection: &mut Connection, queue: &str) -> anyhow::Result<u64> {
         let pull = self.request(queue, "/pull", br#"{"batch_size":100,"visibility_timeout_ms":60000}"#);
         let answer = connection.send(&pull).await?;
         if answer.status != 200 {

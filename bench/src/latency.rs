@@ -1,7 +1,8 @@
 //! Publish -> webhook latency: single-message publishes at a fixed rate to a queue whose webhook
 //! consumer has max_wait_time_ms = 0; a local receiver notes when each message arrives. With
-//! `idle_accounts`, W6 latency: the same beside many idle tenants' consumers. PostgreSQL's CPU over the
-//! publishing gives its cost per pushed message.
+//! `Beside::idle_accounts`, W6 latency: the same beside many idle tenants' consumers; with
+//! `Beside::backlog`, W6 busy database: beside that many messages waiting in another queue and the dead
+//! rows of a drain. PostgreSQL's CPU over the publishing gives its cost per pushed message.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -82,10 +83,21 @@ async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> Http
 }
 
 const WARM_UP: &str = "warm-up";
+/// Messages published and drained before a busy-database run, for the dead rows a drain leaves.
+const DRAINED: u64 = 100_000;
+
+/// What runs beside the measured queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Beside {
+    /// Idle accounts, each with 10 webhook consumers and 10 pull queues.
+    pub idle_accounts: usize,
+    /// Messages waiting in another queue (and the dead rows of a drain of 100,000).
+    pub backlog: u64,
+}
 
 /// `make latency`: measures, prints the table and writes the figures under `bench/results/`.
-pub async fn run(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::Result<()> {
-    let result = measure(rate, seconds, idle_accounts).await?;
+pub async fn run(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<()> {
+    let result = measure(rate, seconds, beside).await?;
     let ms = |key: &str| result[key].as_f64().unwrap_or_default();
     println!("| publish -> webhook, max_wait_time_ms = 0 | messages | rate | p50 | p90 | p99 | max | publish 2xx p50 / p99 | not arrived | duplicates | publish errors |");
     println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
@@ -112,9 +124,9 @@ pub async fn run(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::Resul
 }
 
 /// Publishes `rate` single messages a second for `seconds` to a webhook consumer on a server of its own
-/// (a fresh database on DATABASE_URL's server), beside `idle_accounts` idle tenants of 10 webhook
-/// consumers and 10 pull queues each; returns the figures as JSON.
-pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::Result<Value> {
+/// (a fresh database on DATABASE_URL's server), beside what `beside` asks for; returns the figures as JSON.
+pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<Value> {
+    let Beside { idle_accounts, backlog } = beside;
     let total = (rate * seconds) as usize;
     let timeline = web::Data::new(Mutex::new(Timeline::new(total)));
     let (receiver_port, receiver_handle) = crate::setup::start_receiver(timeline.clone(), receive)?;
@@ -138,6 +150,21 @@ pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::R
             seconds: 0,
         };
         crate::idle::populate(&env, &idle, &format!("http://127.0.0.1:{receiver_port}/idle")).await?;
+    }
+    if backlog > 0 {
+        eprintln!("preloading {backlog} waiting messages, and draining {DRAINED} for their dead rows");
+        let api = crate::api_load::Api {
+            host: env.base.trim_start_matches("http://").to_owned(),
+            account: env.account.clone(),
+            token: env.token.clone(),
+        };
+        let pull = json!({"type": "http_pull"});
+        let waiting = env.queue_with_consumer((&env.account, &env.token), "waiting", pull.clone()).await?;
+        let drained = env.queue_with_consumer((&env.account, &env.token), "drained", pull).await?;
+        let body = "x".repeat(1024);
+        api.preload(&waiting, backlog, &body).await?;
+        api.preload(&drained, DRAINED, &body).await?;
+        api.drain(&drained, 4, 300.0).await?;
     }
     // Warm up: timed messages start once one message has made the whole trip.
     env.post(&format!("queues/{queue_id}/messages"), &json!({"body": WARM_UP, "content_type": "text"})).await?;
@@ -173,7 +200,7 @@ pub async fn measure(rate: u32, seconds: u32, idle_accounts: usize) -> anyhow::R
         "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
         "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
         "postgres_cpu_ms_per_message": postgres_cpu * 1000.0 / total.max(1) as f64,
-        "idle_webhook_consumers": idle_accounts * 10,
+        "idle_webhook_consumers": idle_accounts * 10, "waiting_messages": backlog,
         "at": chrono::Utc::now().to_rfc3339(),
     });
     receiver_handle.stop(false).await;

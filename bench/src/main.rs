@@ -6,6 +6,8 @@
 //!       W6 idle: CPU of the service and PostgreSQL with many idle tenants and no traffic.
 //!   skiplock-bench neighbour [--seconds 15]
 //!       W6 noisy neighbour: a quiet account at 100 msg/s beside one at full W1 speed.
+//!   skiplock-bench spread [--accounts 100 --queues 10]
+//!       W6 spread: W1 and W2 over many queues in many accounts, beside one queue.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
@@ -31,6 +33,7 @@ mod neighbour;
 mod peers;
 mod rabbitmq;
 mod setup;
+mod spread;
 mod suite;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +58,9 @@ enum Command {
         /// W6 latency: idle accounts present, each with 10 webhook consumers and 10 pull queues.
         #[arg(long, default_value_t = 0)]
         idle_accounts: usize,
+        /// W6 busy database: messages waiting in another queue, beside the dead rows of a drain.
+        #[arg(long, default_value_t = 0)]
+        backlog: u64,
     },
     /// W6 first delivery: create a webhook consumer and publish at once, `tries` times (the first a warm-up).
     FirstDelivery {
@@ -67,6 +73,8 @@ enum Command {
     LongPoll(long_poll::LongPollArgs),
     /// W6 noisy neighbour: a quiet account's publish and pull p99, alone and beside a busy account.
     Neighbour(neighbour::NeighbourArgs),
+    /// W6 spread: W1 and W2 over 1,000 queues in 100 accounts, beside one queue.
+    Spread(spread::SpreadArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -79,11 +87,14 @@ enum Command {
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Latency { rate, seconds, idle_accounts } => latency::run(rate, seconds, idle_accounts).await,
+        Command::Latency { rate, seconds, idle_accounts, backlog } => {
+            latency::run(rate, seconds, latency::Beside { idle_accounts, backlog }).await
+        }
         Command::FirstDelivery { tries } => first_delivery::run(tries).await,
         Command::Idle(args) => idle::run(args).await,
         Command::LongPoll(args) => long_poll::run(args).await,
         Command::Neighbour(args) => neighbour::run(args).await,
+        Command::Spread(args) => spread::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

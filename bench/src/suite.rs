@@ -657,7 +657,7 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         bench.empty_queues().await?;
         bench.checkpoint().await?;
         std::env::set_var("DATABASE_URL", bench.pg.url("postgres"));
-        Some(crate::latency::measure(1000, plan.latency_seconds, 0).await?)
+        Some(crate::latency::measure(1000, plan.latency_seconds, Default::default()).await?)
     } else {
         None
     };
