@@ -88,33 +88,53 @@ struct PublishRow {
     duplicate: Option<MessageId>,
 }
 
-/// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
-/// no 1 KiB body is copied into an intermediate result on the way.
-const PUBLISH: &str = "with live as (
-         select q.id, q.delivery_delay from queues q
-         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
-     bodies as (
+/// The end of a publish without held keys: the bodies and messages of the publishes to the queues of
+/// the CTE `$queues` (id, delivery_delay), and per queue whether to wake its consumers.
+macro_rules! store_messages {
+    ($queues:literal) => {
+        concat!(
+            "bodies as (
          insert into message_bodies (id, content_type, body)
          select m.id, m.content_type, m.body
          from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
-         where m.queue_id in (select id from live)),
+         where m.queue_id in (select id from ",
+            $queues,
+            ")),
      inserted as (
          insert into messages (id, queue_id, available_at, size, published_at)
          select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         join live l on l.id = m.queue_id)
+         join ",
+            $queues,
+            " l on l.id = m.queue_id)
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
             or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
             null::uuid as duplicate
-     from live l";
+     from ",
+            $queues,
+            " l"
+        )
+    };
+}
+
+/// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
+/// no 1 KiB body is copied into an intermediate result on the way.
+const PUBLISH: &str = concat!(
+    "with live as (
+         select q.id, q.delivery_delay from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     ",
+    store_messages!("live")
+);
 
 /// Publishes whose keys (`$9` queues, `$10` keys, one entry per key) are all new to their queues, the
 /// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
 /// statement is inserting and then commits) fails the statement with a unique violation, for
 /// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
 /// failure comes before the bodies, not after.
-const PUBLISH_NEW_KEYS: &str = "with live as (
+const PUBLISH_NEW_KEYS: &str = concat!(
+    "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
@@ -126,21 +146,9 @@ const PUBLISH_NEW_KEYS: &str = "with live as (
          order by k.i
          returning 1),
      stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
-     bodies as (
-         insert into message_bodies (id, content_type, body)
-         select m.id, m.content_type, m.body
-         from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
-         where m.queue_id in (select id from stored)),
-     inserted as (
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
-         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         join stored l on l.id = m.queue_id)
-     select l.id as queue,
-            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
-            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
-            null::uuid as duplicate
-     from stored l";
+     ",
+    store_messages!("stored")
+);
 
 /// Publishes where a key may be held already: each key (`$9`, `$10` as above) is inserted or, if the
 /// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
