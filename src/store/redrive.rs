@@ -307,9 +307,12 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
     .rows_affected()
         > 0;
     tx.commit().await?;
-    // Their consumers (a dispatcher, long-polling pulls) learn of the messages as of a publish's.
+    // Their consumers (a dispatcher, long-polling pulls) learn of the messages as of a publish's; the
+    // moves are committed, so a wake-up lost here only waits for the dispatchers' periodic read.
     if !row.destinations.is_empty() {
-        super::messages::wake(pool, &row.destinations, true).await?;
+        if let Err(err) = super::messages::wake(pool, &row.destinations, true).await {
+            tracing::warn!(error = %err, "waking the consumers of redriven messages failed");
+        }
     }
     Ok(Step::Moved { moved: row.moved, selected: row.selected, finished })
 }
