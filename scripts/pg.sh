@@ -131,12 +131,32 @@ start() {
     port_in_use "$port" \
       && fail "port $port is taken by another program." \
         "Remove .data/pg-port to have a free port chosen, or set SKIPLOCK_PG_PORT."
-    as_owner "$bin/pg_ctl" -D "$cluster" -l "$cluster/server.log" -w -t 60 start \
-      -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$cluster' -c max_connections=400 -c shared_buffers=256MB" \
-      >/dev/null || { tail -20 "$cluster/server.log" >&2
-                      fail "the server did not start; its log ends above ($cluster/server.log)."; }
+    local tries=1
+    until start_server "$cluster"; do
+      # The port was taken between the check and the start (another checkout's cluster starting, or a
+      # connection's ephemeral port, since these ports lie in Linux's ephemeral range): take the next
+      # free one, unless the port was given.
+      if [ -z "${SKIPLOCK_PG_PORT:-}" ] && [ "$tries" -lt 5 ] \
+          && tail -5 "$cluster/server.log" | grep -q 'Address already in use'; then
+        tries=$((tries + 1))
+        port=$((port + 1))
+        while port_in_use "$port"; do port=$((port + 1)); done
+        echo "$port" >"$data/pg-port"
+        url="postgres://postgres@127.0.0.1:$port/postgres"
+        continue
+      fi
+      cat "$data/pg_ctl.log" >&2
+      tail -20 "$cluster/server.log" >&2
+      fail "the server did not start; its log ends above ($cluster/server.log)."
+    done
   fi
   echo "$url"
+}
+
+start_server() {
+  as_owner "$bin/pg_ctl" -D "$1" -l "$1/server.log" -w -t 60 start \
+    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$1' -c max_connections=400 -c shared_buffers=256MB" \
+    >"$data/pg_ctl.log" 2>&1
 }
 
 stop() {
