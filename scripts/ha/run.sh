@@ -138,8 +138,10 @@ postgresql:
 EOF
 done
 [ ${#AS[@]} -eq 0 ] || chown postgres "$DIR"
+# Patroni and patronictl run from $DIR: as postgres they could not enter a checkout in a private home
+# (mode 700), and Patroni's worker processes start by changing to the directory they were started from.
 start_patroni() {
-  HOME="$DIR" "${AS[@]}" patroni "$DIR/$1.yml" >>"$DIR/$1.log" 2>&1 &
+  (cd "$DIR" && HOME="$DIR" exec "${AS[@]}" patroni "$DIR/$1.yml") >>"$DIR/$1.log" 2>&1 &
   PID[$1]=$!
 }
 start_patroni pg1
@@ -148,7 +150,7 @@ start_patroni pg2
 wait_for 90 "pg2 replica" curl -sf "http://127.0.0.1:${REST[pg2]}/replica"
 # Synchronous: pg2 is the synchronous standby before any load starts.
 wait_for 60 "pg2 synchronous" curl -sf "http://127.0.0.1:${REST[pg2]}/sync"
-patronictl() { HOME="$DIR" "${AS[@]}" patronictl -c "$DIR/pg1.yml" "$@"; }
+patronictl() { (cd "$DIR" && HOME="$DIR" "${AS[@]}" patronictl -c "$DIR/pg1.yml" "$@"); }
 
 # --- HAProxy ---------------------------------------------------------------------------------------
 HAPORT=$(free_port)
