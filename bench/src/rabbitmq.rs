@@ -36,7 +36,9 @@ const CONFIRM_TIMEOUT: Duration = Duration::from_secs(30);
 /// A RabbitMQ broker to measure beside skiplock: one durable queue, persistent 1 KiB messages,
 /// publisher confirms, manual acks.
 pub struct Rabbit {
-    conn: Connection,
+    /// Made again when it was lost: the broker can drop an idle connection while the other systems run.
+    conn: tokio::sync::Mutex<Connection>,
+    uri: AMQPUri,
     queue: String,
 }
 
@@ -52,11 +54,8 @@ impl Rabbit {
         if !matches!(timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr)).await, Ok(Ok(_))) {
             return Ok(None);
         }
-        let conn = timeout(Duration::from_secs(10), Connection::connect_uri(uri, ConnectionProperties::default()))
-            .await
-            .context("AMQP handshake timed out")?
-            .with_context(|| format!("connecting to RabbitMQ at {url}"))?;
-        let rabbit = Rabbit { conn, queue: queue.to_string() };
+        let conn = open(&uri).await.with_context(|| format!("connecting to RabbitMQ at {url}"))?;
+        let rabbit = Rabbit { conn: tokio::sync::Mutex::new(conn), uri, queue: queue.to_string() };
         let ch = rabbit.channel().await?;
         // Deleting a queue that does not exist is fine on RabbitMQ (delete-ok with 0 messages).
         ch.queue_delete(queue.into(), QueueDeleteOptions::default()).await.context("deleting the old queue")?;
@@ -210,7 +209,7 @@ impl Rabbit {
         ch.queue_delete(self.queue.as_str().into(), QueueDeleteOptions::default())
             .await
             .context("deleting the queue")?;
-        self.conn.close(200, "bye".into()).await.context("closing the RabbitMQ connection")
+        self.conn.into_inner().close(200, "bye".into()).await.context("closing the RabbitMQ connection")
     }
 
     /// Empties the queue, so the next workload starts from nothing.
@@ -221,7 +220,11 @@ impl Rabbit {
     }
 
     async fn channel(&self) -> anyhow::Result<Channel> {
-        self.conn.create_channel().await.context("opening a RabbitMQ channel")
+        let mut conn = self.conn.lock().await;
+        if !conn.status().connected() {
+            *conn = open(&self.uri).await?;
+        }
+        conn.create_channel().await.context("opening a RabbitMQ channel")
     }
 
     /// A channel in confirm mode.
@@ -311,4 +314,12 @@ async fn join<T>(handles: Vec<JoinHandle<anyhow::Result<T>>>) -> anyhow::Result<
         out.push(handle.await.context("a RabbitMQ task panicked")??);
     }
     Ok(out)
+}
+
+/// Opens a connection to the broker at `uri`.
+async fn open(uri: &AMQPUri) -> anyhow::Result<Connection> {
+    timeout(Duration::from_secs(10), Connection::connect_uri(uri.clone(), ConnectionProperties::default()))
+        .await
+        .context("AMQP handshake timed out")?
+        .context("connecting to RabbitMQ")
 }
