@@ -11,46 +11,61 @@ alter table messages add column ordering_key text collate "C", add column due_at
 create index messages_ordered on messages (queue_id, ordering_key, published_at, id)
     where ordering_key is not null;
 
--- One row per key that has messages in a queue, naming the key's head. Publishes insert it or lock it,
--- and a head's departure locks it, so a key's head and its parked messages never go out of step.
-create table ordering_heads (
+-- One row per key that has messages in a queue. A publish inserts it, or locks it when the key has
+-- messages already; `opened_by` is the message whose publish or arrival made the row, so a publish
+-- tells from it whether its message is the key's head. The row goes with the key's last message.
+create table ordering_keys (
     queue_id      uuid not null,
     ordering_key  text collate "C" not null,
-    head          uuid not null,
+    opened_by     uuid not null,
     primary key (queue_id, ordering_key)
 ) with (fillfactor = 70);
 
+-- Lets each key's first message (in publish order) go, if it is parked; returns the keys it let go.
+create function let_go_first(queues uuid[], keys text[]) returns table (queue_id uuid, ordering_key text)
+language sql as $$
+    with next as (
+        select n.id, n.due_at
+        from unnest(queues, keys) as k(queue_id, ordering_key)
+        cross join lateral (
+            select m.id, m.due_at from messages m
+            where m.queue_id = k.queue_id and m.ordering_key = k.ordering_key
+            order by m.published_at, m.id
+            limit 1) n)
+    update messages m set available_at = greatest(n.due_at, now()), due_at = null
+    from next n where m.id = n.id and m.available_at = 'infinity'
+    returning m.queue_id, m.ordering_key
+$$;
+
 -- Makes the next message of each key whose head left the head, or forgets the key when none is left.
--- The keys are locked first, in key order as publishes lock them; the messages are then read by a
--- statement of their own, whose snapshot sees every message a publish that held a key's row committed.
+-- Usually the next message is there and one statement lets it go: a publish meanwhile only adds messages
+-- behind it. A key that seems to have none left is locked (in key order, as publishes lock keys) and
+-- read again by a statement of its own, whose snapshot sees the messages of every publish that held
+-- the key until then; only a key still without messages is forgotten.
 create function hand_over_keys(queues uuid[], keys text[]) returns void language plpgsql as $$
+declare
+    let_go_queues uuid[];
+    let_go_keys text[];
+    empty_queues uuid[];
+    empty_keys text[];
 begin
-    perform 1 from ordering_heads h
-    where (h.queue_id, h.ordering_key) in (select * from unnest(queues, keys))
-    order by h.queue_id, h.ordering_key
-    for update;
-    if not found then
+    select array_agg(queue_id), array_agg(ordering_key) into let_go_queues, let_go_keys
+    from let_go_first(queues, keys);
+    select array_agg(k.queue_id), array_agg(k.ordering_key) into empty_queues, empty_keys
+    from unnest(queues, keys) as k(queue_id, ordering_key)
+    where (k.queue_id, k.ordering_key) not in (
+        select * from unnest(coalesce(let_go_queues, '{}'), coalesce(let_go_keys, '{}')));
+    if empty_queues is null then
         return;
     end if;
-    with next as (
-        select h.queue_id, h.ordering_key, n.id, n.due_at
-        from ordering_heads h
-        left join lateral (
-            select m.id, m.due_at from messages m
-            where m.queue_id = h.queue_id and m.ordering_key = h.ordering_key
-            order by m.published_at, m.id
-            limit 1) n on true
-        where (h.queue_id, h.ordering_key) in (select * from unnest(queues, keys))
-          -- A head that is still there (a departure already handed over) keeps its place.
-          and not exists (select 1 from messages m where m.id = h.head and m.queue_id = h.queue_id)),
-    promoted as (
-        update messages m set available_at = greatest(n.due_at, now()), due_at = null
-        from next n where m.id = n.id and m.available_at = 'infinity'),
-    advanced as (
-        update ordering_heads h set head = n.id
-        from next n where (h.queue_id, h.ordering_key) = (n.queue_id, n.ordering_key) and n.id is not null)
-    delete from ordering_heads h
-    using next n where (h.queue_id, h.ordering_key) = (n.queue_id, n.ordering_key) and n.id is null;
+    perform 1 from ordering_keys h
+    where (h.queue_id, h.ordering_key) in (select * from unnest(empty_queues, empty_keys))
+    order by h.queue_id, h.ordering_key
+    for update;
+    delete from ordering_keys h
+    where (h.queue_id, h.ordering_key) in (select * from unnest(empty_queues, empty_keys))
+      and not exists (select 1 from messages m where m.queue_id = h.queue_id and m.ordering_key = h.ordering_key);
+    perform * from let_go_first(empty_queues, empty_keys);
 end $$;
 
 -- Deletes (acks, purges, the retention sweep, queue deletion): one call per statement, and only when a
@@ -73,28 +88,21 @@ create trigger messages_hand_over_deleted after delete on messages
     referencing old table as gone for each statement execute function hand_over_deleted_keys();
 
 -- Moves between queues (dead-lettering, redrive) are rare, so a row trigger, named for `queue_id` so
--- that claims and retries never fire it. The source hands over its head; in the destination the
--- message becomes its key's head if the key has none there, or if it was published before a head that
--- was never delivered (messages a redrive moves arrive in any order); else it is parked.
+-- that claims and retries never fire it. The source hands over its head; in the destination the message
+-- is its key's head if the key had no messages there, else it is parked (a redrive moves messages in id
+-- order, which is publish order, so a key's messages arrive in order).
 create function move_ordered_message() returns trigger language plpgsql as $$
 declare
-    current uuid;
+    opened_by uuid;
 begin
     if old.available_at <> 'infinity' then
         perform hand_over_keys(array[old.queue_id], array[old.ordering_key]);
     end if;
-    insert into ordering_heads as h (queue_id, ordering_key, head) values (new.queue_id, new.ordering_key, new.id)
-    on conflict (queue_id, ordering_key) do update set head = h.head
-    returning head into current;
-    if current = new.id then
-        return null;
-    end if;
-    if exists (select 1 from messages m
-               where m.id = current and m.attempts = 0 and not m.leased
-                 and (m.published_at, m.id) > (new.published_at, new.id)) then
-        update messages set due_at = available_at, available_at = 'infinity' where id = current;
-        update ordering_heads set head = new.id where queue_id = new.queue_id and ordering_key = new.ordering_key;
-    else
+    insert into ordering_keys as h (queue_id, ordering_key, opened_by)
+    values (new.queue_id, new.ordering_key, new.id)
+    on conflict on constraint ordering_keys_pkey do update set opened_by = h.opened_by
+    returning h.opened_by into opened_by;
+    if opened_by <> new.id then
         update messages set due_at = available_at, available_at = 'infinity' where id = new.id;
     end if;
     return null;
@@ -104,11 +112,11 @@ create trigger messages_move_ordered after update of queue_id on messages
     for each row when (old.ordering_key is not null and old.queue_id is distinct from new.queue_id)
     execute function move_ordered_message();
 
-create function forget_ordering_heads() returns trigger language plpgsql as $$
+create function forget_ordering_keys() returns trigger language plpgsql as $$
 begin
-    delete from ordering_heads;
+    delete from ordering_keys;
     return null;
 end $$;
 
 create trigger messages_forget_heads after truncate on messages
-    for each statement execute function forget_ordering_heads();
+    for each statement execute function forget_ordering_keys();

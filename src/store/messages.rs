@@ -91,22 +91,22 @@ struct PublishRow {
 
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
 /// holds, with their ordering keys (`$9`, one per message): each key's row in
-/// `ordering_heads` is inserted, or locked when the key has messages already; a message is its key's
-/// head when its row was inserted, else it is parked until the messages before it have gone (see the
+/// `ordering_keys` is inserted, or locked when the key has messages already; a message is its key's
+/// head when it opened the key's row, else it is parked until the messages before it have gone (see the
 /// `ordering_keys` migration). Keys are taken in key order, so concurrent publishes never deadlock.
 macro_rules! insert_messages {
     ($queues:literal, $keep:expr) => {
         concat!(
             "heads as (
-         insert into ordering_heads as h (queue_id, ordering_key, head)
+         insert into ordering_keys as h (queue_id, ordering_key, opened_by)
          select distinct on (m.queue_id, m.key) m.queue_id, m.key, m.id
          from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
          where m.key is not null and ",
             $keep,
             "
          order by m.queue_id, m.key, m.i
-         on conflict (queue_id, ordering_key) do update set head = h.head
-         returning h.head),
+         on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by
+         returning h.opened_by),
      inserted as (
          insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key)
          select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
@@ -117,7 +117,7 @@ macro_rules! insert_messages {
             " l on l.id = m.queue_id
          cross join lateral (
              select now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
-                    m.key is not null and m.id not in (select head from heads) as parked) d
+                    m.key is not null and m.id not in (select opened_by from heads) as parked) d
          where ",
             $keep,
             ")"

@@ -43,7 +43,7 @@ fn states_of(chosen: &str) -> String {
                 coalesce(b.messages, 0) as backlog_count, coalesce(b.bytes, 0) as backlog_bytes,
                 f.in_flight_count, f.delayed_count, b.oldest, q.dead_letter_queue,
                 case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as dead_letter_backlog_count,
-                (select count(*) from ordering_heads h where h.queue_id = q.id) as ordering_key_count
+                (select count(*) from ordering_keys h where h.queue_id = q.id) as ordering_key_count
          from named q
          left join backlogs b on b.queue_id = q.id
          left join backlogs d on d.queue_id = q.dead_letter_id
