@@ -21,51 +21,46 @@ create table ordering_keys (
     primary key (queue_id, ordering_key)
 ) with (fillfactor = 70);
 
--- Lets each key's first message (in publish order) go, if it is parked; returns the keys it let go.
-create function let_go_first(queues uuid[], keys text[]) returns table (queue_id uuid, ordering_key text)
-language sql as $$
-    with next as (
-        select n.id, n.due_at
-        from unnest(queues, keys) as k(queue_id, ordering_key)
-        cross join lateral (
-            select m.id, m.due_at from messages m
-            where m.queue_id = k.queue_id and m.ordering_key = k.ordering_key
-            order by m.published_at, m.id
-            limit 1) n)
-    update messages m set available_at = greatest(n.due_at, now()), due_at = null
-    from next n where m.id = n.id and m.available_at = 'infinity'
-    returning m.queue_id, m.ordering_key
-$$;
-
 -- Makes the next message of each key whose head left the head, or forgets the key when none is left.
 -- Usually the next message is there and one statement lets it go: a publish meanwhile only adds messages
--- behind it. A key that seems to have none left is locked (in key order, as publishes lock keys) and
--- read again by a statement of its own, whose snapshot sees the messages of every publish that held
--- the key until then; only a key still without messages is forgotten.
+-- behind it. Keys that seem to have none left are locked (in key order, as publishes lock keys) and
+-- read again by statements of their own, whose snapshots see the messages of every publish that held
+-- such a key until then; only a key still without messages is forgotten.
 create function hand_over_keys(queues uuid[], keys text[]) returns void language plpgsql as $$
 declare
     let_go_queues uuid[];
     let_go_keys text[];
-    empty_queues uuid[];
-    empty_keys text[];
 begin
-    select array_agg(queue_id), array_agg(ordering_key) into let_go_queues, let_go_keys
-    from let_go_first(queues, keys);
-    select array_agg(k.queue_id), array_agg(k.ordering_key) into empty_queues, empty_keys
-    from unnest(queues, keys) as k(queue_id, ordering_key)
-    where (k.queue_id, k.ordering_key) not in (
-        select * from unnest(coalesce(let_go_queues, '{}'), coalesce(let_go_keys, '{}')));
-    if empty_queues is null then
-        return;
-    end if;
-    perform 1 from ordering_keys h
-    where (h.queue_id, h.ordering_key) in (select * from unnest(empty_queues, empty_keys))
-    order by h.queue_id, h.ordering_key
-    for update;
-    delete from ordering_keys h
-    where (h.queue_id, h.ordering_key) in (select * from unnest(empty_queues, empty_keys))
-      and not exists (select 1 from messages m where m.queue_id = h.queue_id and m.ordering_key = h.ordering_key);
-    perform * from let_go_first(empty_queues, empty_keys);
+    for attempt in 1..2 loop
+        if attempt = 2 then
+            perform 1 from ordering_keys h
+            where (h.queue_id, h.ordering_key) in (select * from unnest(queues, keys))
+            order by h.queue_id, h.ordering_key
+            for update;
+            delete from ordering_keys h
+            where (h.queue_id, h.ordering_key) in (select * from unnest(queues, keys))
+              and not exists (select 1 from messages m where m.queue_id = h.queue_id and m.ordering_key = h.ordering_key);
+        end if;
+        -- Each key's first message in publish order goes, if it is parked.
+        with next as (
+            select n.id, n.due_at
+            from unnest(queues, keys) as k(queue_id, ordering_key)
+            cross join lateral (
+                select m.id, m.due_at from messages m
+                where m.queue_id = k.queue_id and m.ordering_key = k.ordering_key
+                order by m.published_at, m.id
+                limit 1) n),
+        promoted as (
+            update messages m set available_at = greatest(n.due_at, now()), due_at = null
+            from next n where m.id = n.id and m.available_at = 'infinity'
+            returning m.queue_id, m.ordering_key)
+        select array_agg(queue_id), array_agg(ordering_key) into let_go_queues, let_go_keys from promoted;
+        select array_agg(k.queue_id), array_agg(k.ordering_key) into queues, keys
+        from unnest(queues, keys) as k(queue_id, ordering_key)
+        where (k.queue_id, k.ordering_key) not in (
+            select * from unnest(coalesce(let_go_queues, '{}'), coalesce(let_go_keys, '{}')));
+        exit when queues is null;
+    end loop;
 end $$;
 
 -- Deletes (acks, purges, the retention sweep, queue deletion): one call per statement, and only when a
