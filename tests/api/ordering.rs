@@ -69,6 +69,17 @@ async fn a_key_gives_one_message_at_a_time_in_publish_order(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn keys_are_per_queue(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let one = app.pull_queue("one", json!({})).await;
+    let two = app.pull_queue("two", json!({})).await;
+    publish_keyed(&app, &one, &[(Some("k"), "one-1"), (Some("k"), "one-2")]).await;
+    publish_keyed(&app, &two, &[(Some("k"), "two-1"), (Some("k"), "two-2")]).await;
+    assert_eq!(bodies(&pull_bodies(&app, &one, 10).await), vec!["one-1"]);
+    assert_eq!(bodies(&pull_bodies(&app, &two, 10).await), vec!["two-1"], "a lease in one queue holds back no other");
+}
+
+#[sqlx::test]
 async fn a_batch_keeps_array_order_and_one_pull_takes_every_key_in_turn(pool: PgPool) {
     let app = spawn_app(pool).await;
     let q = app.pull_queue("orders", json!({})).await;

@@ -62,6 +62,7 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::DELETE, format!("queues/{theirs}/consumers/{their_consumer}"), None),
         (Method::POST, format!("queues/{theirs}/messages"), body(json!({"body": 1}))),
         (Method::POST, format!("queues/{theirs}/messages/batch"), body(json!({"messages": [{"body": 1}]}))),
+        (Method::POST, format!("queues/{theirs}/messages"), body(json!({"body": 1, "ordering_key": "k"}))),
         (Method::POST, format!("queues/{theirs}/messages/pull"), body(json!({}))),
         (Method::POST, format!("queues/{theirs}/messages/ack"), body(json!({"acks": [{"lease_id": their_lease}]}))),
         (
@@ -159,6 +160,11 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::POST, format!("queues/{q}/consumers/{consumer}/rotate_secret"), json!({})),
                 (Method::POST, format!("queues/{q}/messages"), json!({"body": 1})),
                 (Method::POST, format!("queues/{q}/messages/batch"), json!({"messages": [{"body": 1}]})),
+                (
+                    Method::POST,
+                    format!("queues/{q}/messages/batch"),
+                    json!({"messages": [{"body": 1, "ordering_key": "k", "idempotency_key": "i"}]}),
+                ),
                 (Method::POST, format!("queues/{q}/messages/pull"), json!({})),
                 (
                     Method::POST,
