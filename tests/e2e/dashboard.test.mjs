@@ -622,6 +622,67 @@ test('a dead-letter queue shows its sources and redrives its messages back', asy
   }
 });
 
+test('ordering keys: the queue counts its keys, peek shows each message\'s key, a message is sent with one', async () => {
+  const prefix = `e2e-${RUN}-ok`;
+  const base = `/accounts/${ACCOUNT}/queues`;
+  const made = await api('POST', base, { queue_name: prefix });
+  assert.equal(made.status, 200, JSON.stringify(made.json));
+  const queueId = made.json.result.queue_id;
+  const text = (body, ordering_key) => ({ body, content_type: 'text', ...(ordering_key ? { ordering_key } : {}) });
+  // Two keys (one with two messages) and a message without a key.
+  const batch = [text('first of customer-1', 'customer-1'), text('only of customer/2', 'customer/2'),
+    text('second of customer-1', 'customer-1'), text('no key')];
+  const published = await api('POST', `${base}/${queueId}/messages/batch`, { messages: batch });
+  assert.equal(published.status, 200, JSON.stringify(published.json));
+  const { context, page, log } = await openPage();
+  try {
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.goto(`${BASE}/#/queues/${queueId}`);
+    await page.getByRole('heading', { name: prefix, level: 1 }).waitFor();
+    await waitForText(tile(page, 'Backlog'), '4');
+    await waitForText(tile(page, 'Ordering keys'), '2');
+
+    // Peek shows each message's key; the message without one shows none.
+    const messages = page.getByRole('region', { name: 'Messages' });
+    await messages.getByRole('button', { name: 'Peek', exact: true }).click();
+    const items = messages.getByRole('list', { name: 'Peeked messages' }).getByRole('listitem');
+    await waitForText(messages.getByRole('status').filter({ hasText: 'Showing' }), /Showing 4 messages/);
+    const item = (body) => items.filter({ has: page.locator('.message-body', { hasText: body }) });
+    await waitForText(item('first of customer-1').locator('.message-key'), 'Ordering key customer-1');
+    await waitForText(item('second of customer-1').locator('.message-key'), 'Ordering key customer-1');
+    await waitForText(item('only of customer/2').locator('.message-key'), 'Ordering key customer/2');
+    assert.equal(await item('no key').locator('.message-key').count(), 0, 'a message without a key shows none');
+    const bodies = await items.locator('.message-body').allTextContents();
+    assert.ok(bodies.indexOf('first of customer-1') < bodies.indexOf('second of customer-1'), `a key's messages in publish order: ${bodies}`);
+    await shot(page, 'ordering-keys-peek.png', { fullPage: true });
+
+    // A message sent from the page with a third key: the count follows, and peek shows its key.
+    await messages.getByLabel('Content type').selectOption('text');
+    await messages.getByLabel('Message body').fill('from the dashboard');
+    await messages.getByLabel('Ordering key', { exact: true }).fill('customer-3');
+    await messages.getByRole('button', { name: 'Send message' }).click();
+    await waitForText(messages.getByRole('status').filter({ hasText: 'Message sent' }), /The queue now holds 5 messages\./);
+    await waitForText(tile(page, 'Ordering keys'), '3');
+    await messages.getByRole('button', { name: 'Peek', exact: true }).click();
+    await waitForText(item('from the dashboard').locator('.message-key'), 'Ordering key customer-3');
+
+    // A key the server refuses (a space): its message names the field, and nothing is stored.
+    await messages.getByLabel('Ordering key', { exact: true }).fill('customer 4');
+    await messages.getByRole('button', { name: 'Send message' }).click();
+    await waitForText(messages.getByRole('alert').filter({ hasText: 'ordering_key' }), /message\.ordering_key/);
+    const stats = await api('GET', `${base}/${queueId}/stats`);
+    assert.equal(stats.json.result.backlog_count, 5, JSON.stringify(stats.json));
+    assert.equal(stats.json.result.ordering_key_count, 3, JSON.stringify(stats.json));
+    await waitForText(tile(page, 'Backlog'), '5');
+    await waitForText(tile(page, 'Ordering keys'), '3');
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 400/]);
+  } finally {
+    await context.close();
+    await removeQueues(prefix);
+  }
+});
+
 test('a token without a scope gets the server message; a revoked token ends the session', async () => {
   const made = await api('POST', `/accounts/${ACCOUNT}/tokens`, { name: `e2e-readonly-${RUN}`, scopes: ['queues_read'] });
   assert.equal(made.status, 200, JSON.stringify(made.json));

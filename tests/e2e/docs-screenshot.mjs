@@ -73,7 +73,10 @@ while (Date.now() - start < SECONDS * 1000) {
   const publish = Math.max(0, Math.round(3 + 2.5 * Math.sin(phase * Math.PI * 2.2) + Math.random() * 1.5));
   if (publish) {
     await api('POST', `/queues/${orders.queue_id}/messages/batch`, {
-      messages: Array.from({ length: publish }, () => ({ body: { order: ++n, total_cents: 1200 + ((n * 37) % 9000) }, content_type: 'json' })),
+      // Orders keyed by customer (nine of them), so the Ordering keys tile has a count to show.
+      messages: Array.from({ length: publish }, () => ({
+        body: { order: ++n, total_cents: 1200 + ((n * 37) % 9000) }, content_type: 'json', ordering_key: `customer-${n % 9}`,
+      })),
     });
   }
   const capacity = phase < 0.25 ? 4 : phase < 0.55 ? 1 : phase < 0.85 ? 7 : 2;

@@ -1,5 +1,5 @@
-// The queue page's messages card: send a test message; peek at the oldest waiting ones and delete
-// a selection of them.
+// The queue page's messages card: send a test message (with an optional ordering key); peek at the
+// oldest waiting ones, with their keys, and delete a selection of them.
 
 import { h, field, notice, num, age, badge, busy, confirmDialog } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
@@ -39,13 +39,15 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
     h('option', { value: 'bytes' }, 'Bytes (base64)'));
   const messageBody = h('textarea', { rows: '4', spellcheck: 'false', class: 'mono', placeholder: 'Hello from the dashboard' });
   const sendDelay = numberInput({ min: '0', max: '43200', placeholder: 'queue default' });
+  const sendKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
   const sendBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Send message');
   const sendMsg = notice();
   const sendForm = h('form', { class: 'stack', novalidate: true, 'aria-labelledby': 'send-title' },
     h('h3', { id: 'send-title' }, 'Send a test message'),
     h('div', { class: 'form-grid' },
       field('Content type', contentType),
-      field('Delay (seconds)', sendDelay, { hint: 'Optional, 0 to 43,200.' })),
+      field('Delay (seconds)', sendDelay, { hint: 'Optional, 0 to 43,200.' }),
+      field('Ordering key', sendKey, { hint: 'Optional. Messages with the same key are delivered one at a time, in order.' })),
     field('Message body', messageBody, { wide: true }),
     h('div', { class: 'form-actions' }, sendBtn),
     sendMsg.el);
@@ -74,6 +76,8 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
       const message = { body: payload, content_type: type };
       const delay = readNumber(sendDelay, 'Delay', 0, 43200);
       if (delay !== undefined) message.delay_seconds = delay;
+      // Sent as typed: the server checks the key (1 to 128 printable ASCII characters, no spaces) and says what is wrong.
+      if (sendKey.value !== '') message.ordering_key = sendKey.value;
       const result = await busy(sendBtn, 'Sending…', () => api.sendMessage(queueId, message));
       const metrics = result && result.metadata && result.metadata.metrics;
       sendMsg.show(metrics ? `Message sent. The queue now holds ${num(metrics.backlog_count)} ${metrics.backlog_count === 1 ? 'message' : 'messages'}.` : 'Message sent.', 'success');
@@ -133,6 +137,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
             badge(decoded.type, 'neutral'),
             h('span', null, m.attempts ? `${m.attempts} delivery ${m.attempts === 1 ? 'attempt' : 'attempts'}` : 'not delivered yet'),
             h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`),
+            m.metadata && m.metadata.ordering_key ? h('span', { class: 'message-key' }, 'Ordering key ', h('code', null, m.metadata.ordering_key)) : null,
             m.metadata && m.metadata.dead_letter_source_queue ? badge(`from ${m.metadata.dead_letter_source_queue}`, 'warning') : null),
           decoded.note ? h('p', { class: 'hint' }, decoded.note) : null,
           h('pre', { class: 'message-body' }, shorten(decoded.text))));

@@ -1,5 +1,5 @@
-// The queue page's stat tiles (backlog, in flight, delayed, oldest message, dead-letter queue) and,
-// on a dead-letter queue, the note naming the queues its messages come from.
+// The queue page's stat tiles (backlog, in flight, delayed, oldest message, ordering keys, dead-letter
+// queue) and, on a dead-letter queue, the note naming the queues its messages come from.
 
 import { h, append, num, bytes, age } from '../../lib/dom.js';
 
@@ -16,10 +16,11 @@ export function createTiles() {
   const tInFlight = tile('In flight', 'leased to a consumer');
   const tDelayed = tile('Delayed', 'not yet deliverable');
   const tOldest = tile('Oldest message');
+  const tKeys = tile('Ordering keys', 'keys with messages');
   const tDlq = tile('Dead-letter queue');
   tBacklog.el.dataset.stat = 'backlog';
   const sources = h('div', { class: 'callout', hidden: true, role: 'note' });
-  const els = [sources, h('div', { class: 'tiles' }, tBacklog.el, tInFlight.el, tDelayed.el, tOldest.el, tDlq.el)];
+  const els = [sources, h('div', { class: 'tiles' }, tBacklog.el, tInFlight.el, tDelayed.el, tOldest.el, tKeys.el, tDlq.el)];
 
   function update(s) {
     tBacklog.value.textContent = num(s.backlog_count);
@@ -28,6 +29,7 @@ export function createTiles() {
     tDelayed.value.textContent = num(s.delayed_count);
     tOldest.value.textContent = s.oldest_message_timestamp_ms ? age(s.oldest_message_timestamp_ms) : '—';
     tOldest.sub.textContent = s.oldest_message_timestamp_ms ? `since ${new Date(s.oldest_message_timestamp_ms).toLocaleTimeString()}` : 'no messages';
+    tKeys.value.textContent = num(s.ordering_key_count);
     if (s.dead_letter_queue) {
       const dlq = s.dead_letter_queue;
       tDlq.value.textContent = num(s.dead_letter_backlog_count ?? 0);
