@@ -239,7 +239,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     // Messages: push one (text, json, bytes, delayed), push a batch, and refusals.
     let messages = "/queues/{queue_id}/messages";
     for message in [
-        json!({"body": "hello", "content_type": "text"}),
+        json!({"body": "hello", "content_type": "text", "ordering_key": "customer-9"}),
         json!({"body": {"order": 1, "items": [1, 2]}, "content_type": "json"}),
         json!({"body": "AQID", "content_type": "bytes"}),
         json!({"body": "later", "content_type": "text", "delay_seconds": 600}),
@@ -252,7 +252,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     let batch = json!({"messages": [
         {"body": "one", "content_type": "text"},
         {"body": [1, 2, 3], "content_type": "json", "delay_seconds": 0},
-        {"body": "two", "content_type": "text"}
+        {"body": "two", "content_type": "text", "ordering_key": "customer-7"}
     ]});
     r.call(post.clone(), "/queues/{queue_id}/messages/batch", &pull_ids, Some(batch), 200).await;
     r.call(
@@ -269,7 +269,8 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     r.call(get.clone(), "/queues/{queue_id}/metrics", &pull_ids, None, 200).await;
     r.call(get.clone(), "/queues/{queue_id}/metrics", &other_ids, None, 200).await;
 
-    // Pull, ack and retry; an unknown lease gets a warning. Six messages are ready (one is delayed).
+    // Pull, ack and retry; an unknown lease gets a warning. Six messages are ready (one is delayed), two
+    // of them with ordering keys of their own.
     let pull = "/queues/{queue_id}/messages/pull";
     let got = r
         .call(post.clone(), pull, &pull_ids, Some(json!({"batch_size": 4, "visibility_timeout_ms": 30000})), 200)
