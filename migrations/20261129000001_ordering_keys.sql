@@ -22,11 +22,15 @@ create table ordering_keys (
 ) with (fillfactor = 70);
 
 -- Makes the next message of each key whose head left the head, or forgets the key when none is left.
+-- `after_at` and `after_ids` are the departed heads' publish times and ids: the next message comes after
+-- its head, so the look starts there, past the index entries of the key's messages that went before
+-- (dead until vacuumed, they would otherwise be walked by every hand-over of a draining key).
 -- Usually the next message is there and one statement lets it go: a publish meanwhile only adds messages
 -- behind it. Keys that seem to have none left are locked (in key order, as publishes lock keys) and
--- read again by statements of their own, whose snapshots see the messages of every publish that held
--- such a key until then; only a key still without messages is forgotten.
-create function hand_over_keys(queues uuid[], keys text[]) returns void language plpgsql as $$
+-- read again from their start by statements of their own, whose snapshots see the messages of every
+-- publish that held such a key until then; only a key still without messages is forgotten.
+create function hand_over_keys(queues uuid[], keys text[], after_at timestamptz[], after_ids uuid[])
+returns void language plpgsql as $$
 declare
     let_go_queues uuid[];
     let_go_keys text[];
@@ -40,14 +44,17 @@ begin
             delete from ordering_keys h
             where (h.queue_id, h.ordering_key) in (select * from unnest(queues, keys))
               and not exists (select 1 from messages m where m.queue_id = h.queue_id and m.ordering_key = h.ordering_key);
+            after_at := array_fill('-infinity'::timestamptz, array[cardinality(queues)]);
+            after_ids := array_fill('00000000-0000-0000-0000-000000000000'::uuid, array[cardinality(queues)]);
         end if;
         -- Each key's first message in publish order goes, if it is parked.
         with next as (
             select n.id, n.due_at
-            from unnest(queues, keys) as k(queue_id, ordering_key)
+            from unnest(queues, keys, after_at, after_ids) as k(queue_id, ordering_key, after_at, after_id)
             cross join lateral (
                 select m.id, m.due_at from messages m
                 where m.queue_id = k.queue_id and m.ordering_key = k.ordering_key
+                  and (m.published_at, m.id) > (k.after_at, k.after_id)
                 order by m.published_at, m.id
                 limit 1) n),
         promoted as (
@@ -69,12 +76,16 @@ create function hand_over_deleted_keys() returns trigger language plpgsql as $$
 declare
     queues uuid[];
     keys text[];
+    after_at timestamptz[];
+    after_ids uuid[];
 begin
-    select array_agg(queue_id), array_agg(ordering_key) into queues, keys
-    from (select distinct queue_id, ordering_key from gone
-          where ordering_key is not null and available_at <> 'infinity') g;
+    select array_agg(queue_id), array_agg(ordering_key), array_agg(published_at), array_agg(id)
+    into queues, keys, after_at, after_ids
+    from (select distinct on (queue_id, ordering_key) queue_id, ordering_key, published_at, id from gone
+          where ordering_key is not null and available_at <> 'infinity'
+          order by queue_id, ordering_key, published_at, id) g;
     if queues is not null then
-        perform hand_over_keys(queues, keys);
+        perform hand_over_keys(queues, keys, after_at, after_ids);
     end if;
     return null;
 end $$;
@@ -91,7 +102,7 @@ declare
     opened_by uuid;
 begin
     if old.available_at <> 'infinity' then
-        perform hand_over_keys(array[old.queue_id], array[old.ordering_key]);
+        perform hand_over_keys(array[old.queue_id], array[old.ordering_key], array[old.published_at], array[old.id]);
     end if;
     insert into ordering_keys as h (queue_id, ordering_key, opened_by)
     values (new.queue_id, new.ordering_key, new.id)
