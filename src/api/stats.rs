@@ -36,6 +36,7 @@ fn summary(state: &QueueState, sources: Vec<Value>) -> Value {
         "dead_letter_queue": state.dead_letter_queue,
         "dead_letter_backlog_count": state.dead_letter_backlog_count,
         "dead_letter_sources": sources,
+        "ordering_key_count": state.ordering_key_count,
     })
 }
 

@@ -157,6 +157,10 @@ impl Delivery {
             let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
             let gone = done.deleted;
             self.backlog.removed(queue, gone.ids.len(), gone.bytes);
+            // An acked message with an ordering key let the key's next message go.
+            if gone.keyed {
+                self.wake(queue, done.consumer_kind == Some(ConsumerKind::Webhook));
+            }
             let kind = route.map(|r| r.kind).or(done.consumer_kind);
             self.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
             settled.acked = gone.ids.into_iter().collect();
@@ -213,6 +217,8 @@ impl Delivery {
             if let Some(dead_letter_queue) = route.spec.dead_letter_queue {
                 self.wake(dead_letter_queue, true);
             }
+            // A message that left may have held back the next one of its ordering key.
+            self.wake(route.queue(), route.kind == ConsumerKind::Webhook);
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use super::WebhookConsumer;
 use crate::ids::{ConsumerId, QueueId};
 use crate::queue::lease::Signer;
-use crate::queue::message::{ContentType, DeadLetterOrigin, PulledBody};
+use crate::queue::message::{ContentType, DeadLetterOrigin, ExtraMetadata, PulledBody};
 use crate::store::messages::StoredMessage;
 
 /// The signed-for body of a delivery of `messages`, and their ids as the body names them.
@@ -32,7 +32,10 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
                 content_type: content_type.as_str(),
                 body,
                 lease_id: signer.lease_id(c.queue_id, m.id, m.attempts),
-                metadata: DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
+                metadata: ExtraMetadata::of(
+                    DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
+                    m.ordering_key.as_deref(),
+                ),
             }
         })
         .collect();
@@ -57,9 +60,9 @@ struct DeliveredMessage<'a> {
     content_type: &'static str,
     body: WebhookBody<'a>,
     lease_id: String,
-    /// Only for a dead-lettered message, so other payloads are unchanged.
+    /// Only for a dead-lettered or keyed message, so other payloads are unchanged.
     #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<DeadLetterOrigin<'a>>,
+    metadata: Option<ExtraMetadata<'a>>,
 }
 
 /// A body in a webhook delivery: `json` embedded as the JSON text the producer sent (null if it were

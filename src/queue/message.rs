@@ -69,17 +69,19 @@ pub struct NewMessage {
     pub content_type: ContentType,
     pub body: Bytes,
     pub delay_seconds: Option<i64>,
-    pub idempotency_key: Option<IdempotencyKey>,
+    pub idempotency_key: Option<MessageKey>,
+    /// Messages with one key are delivered in publish order, one at a time.
+    pub ordering_key: Option<MessageKey>,
 }
 
-/// A publisher's key for one message: a resend with the same key within the queue's
-/// `idempotency_window` stores nothing. 1-128 characters of printable ASCII without space.
+/// A publisher's key for one message, an idempotency or an ordering key: 1-128 characters of printable
+/// ASCII without space.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey(String);
+pub struct MessageKey(String);
 
 pub const MAX_KEY_CHARS: usize = 128;
 
-impl IdempotencyKey {
+impl MessageKey {
     pub fn parse(field: impl fmt::Display, raw: &str) -> Result<Self, Invalid> {
         if raw.is_empty() || raw.len() > MAX_KEY_CHARS || !raw.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
             return Err(invalid(format!(
@@ -120,6 +122,7 @@ pub struct PublishInput<'a> {
     pub content_type: Option<&'a str>,
     pub delay_seconds: Option<i64>,
     pub idempotency_key: Option<&'a str>,
+    pub ordering_key: Option<&'a str>,
 }
 
 /// Turns a published message into stored bytes, applying the size limit and delay precedence:
@@ -162,8 +165,10 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, request: &Byte
         None => batch_delay,
     };
     let idempotency_key =
-        input.idempotency_key.map(|k| IdempotencyKey::parse(format_args!("{field}.idempotency_key"), k)).transpose()?;
-    Ok(NewMessage { content_type, body: bytes, delay_seconds, idempotency_key })
+        input.idempotency_key.map(|k| MessageKey::parse(format_args!("{field}.idempotency_key"), k)).transpose()?;
+    let ordering_key =
+        input.ordering_key.map(|k| MessageKey::parse(format_args!("{field}.ordering_key"), k)).transpose()?;
+    Ok(NewMessage { content_type, body: bytes, delay_seconds, idempotency_key, ordering_key })
 }
 
 /// `part` as a slice of `request` when it lies within it, else a copy.
@@ -244,6 +249,23 @@ impl<'a> DeadLetterOrigin<'a> {
     }
 }
 
+/// skiplock's additions to a delivered message's metadata: where a dead-lettered message came from, and
+/// its ordering key. A message with neither has Cloudflare's metadata only.
+#[derive(Debug, serde::Serialize)]
+pub struct ExtraMetadata<'a> {
+    #[serde(flatten)]
+    pub dead_letter: Option<DeadLetterOrigin<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ordering_key: Option<&'a str>,
+}
+
+impl<'a> ExtraMetadata<'a> {
+    /// None when there is nothing to add.
+    pub fn of(dead_letter: Option<DeadLetterOrigin<'a>>, ordering_key: Option<&'a str>) -> Option<Self> {
+        (dead_letter.is_some() || ordering_key.is_some()).then_some(ExtraMetadata { dead_letter, ordering_key })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +286,7 @@ mod tests {
             content_type: ct,
             delay_seconds: delay,
             idempotency_key: None,
+            ordering_key: None,
         }
     }
 
@@ -313,12 +336,12 @@ mod tests {
     }
 
     #[test]
-    fn idempotency_keys_are_printable_ascii_without_space() {
+    fn message_keys_are_printable_ascii_without_space() {
         for good in ["a", "order-42", "~!#", &"k".repeat(MAX_KEY_CHARS)] {
-            assert!(IdempotencyKey::parse("k", good).is_ok(), "{good:?}");
+            assert!(MessageKey::parse("k", good).is_ok(), "{good:?}");
         }
         for bad in ["", "with space", "tab\t", "é", &"k".repeat(MAX_KEY_CHARS + 1)] {
-            let err = IdempotencyKey::parse("messages[2].idempotency_key", bad).unwrap_err();
+            let err = MessageKey::parse("messages[2].idempotency_key", bad).unwrap_err();
             assert!(err.message.starts_with("messages[2].idempotency_key"), "{bad:?}: {}", err.message);
         }
     }
@@ -343,6 +366,7 @@ mod tests {
                 content_type: Some("text"),
                 delay_seconds: None,
                 idempotency_key: None,
+                ordering_key: None,
             },
             None,
         );

@@ -111,7 +111,8 @@ pub async fn readiness(
              limit $3)
          select (select count(*) from ready) as ready,
                 (select min(available_at) from ready) as first_ready_at,
-                (select min(available_at) from messages where queue_id = $1 and available_at > now()) as next_at,
+                (select min(available_at) from messages
+                 where queue_id = $1 and available_at > now() and available_at < 'infinity') as next_at,
                 now() as now",
     )
     .bind(queue)

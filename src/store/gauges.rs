@@ -60,7 +60,7 @@ pub async fn queue_gauges(pool: &PgPool, max_series: i64) -> Result<Vec<GaugeRow
          cross join lateral (
              select count(*) filter (where m.leased) as in_flight_count,
                     count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = s.id and m.available_at > now()) f
+             from messages m where m.queue_id = s.id and m.available_at > now() and m.available_at < 'infinity') f
          union all
          select null, null, coalesce(sum(r.messages), 0)::int8, coalesce(sum(f.in_flight_count), 0)::int8,
                 coalesce(sum(f.delayed_count), 0)::int8, min(r.oldest), (select messages from rest_dead_letters),
@@ -69,7 +69,7 @@ pub async fn queue_gauges(pool: &PgPool, max_series: i64) -> Result<Vec<GaugeRow
          cross join lateral (
              select count(*) filter (where m.leased) as in_flight_count,
                     count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = r.id and m.available_at > now()) f",
+             from messages m where m.queue_id = r.id and m.available_at > now() and m.available_at < 'infinity') f",
     )
     .bind(max_series)
     .fetch_all(pool)

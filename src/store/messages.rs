@@ -21,6 +21,7 @@ pub struct StoredMessage {
     /// The name of the queue it was dead-lettered from, while that queue exists.
     pub dead_letter_source: Option<String>,
     pub dead_lettered_at: Option<DateTime<Utc>>,
+    pub ordering_key: Option<String>,
 }
 
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
@@ -88,6 +89,42 @@ struct PublishRow {
     duplicate: Option<MessageId>,
 }
 
+/// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
+/// holds, with their ordering keys (`$9`, one per message): each key's row in
+/// `ordering_heads` is inserted, or locked when the key has messages already; a message is its key's
+/// head when its row was inserted, else it is parked until the messages before it have gone (see the
+/// `ordering_keys` migration). Keys are taken in key order, so concurrent publishes never deadlock.
+macro_rules! insert_messages {
+    ($queues:literal, $keep:expr) => {
+        concat!(
+            "heads as (
+         insert into ordering_heads as h (queue_id, ordering_key, head)
+         select distinct on (m.queue_id, m.key) m.queue_id, m.key, m.id
+         from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
+         where m.key is not null and ",
+            $keep,
+            "
+         order by m.queue_id, m.key, m.i
+         on conflict (queue_id, ordering_key) do update set head = h.head
+         returning h.head),
+     inserted as (
+         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key)
+         select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
+                m.size, now(), m.key
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[]) as m(id, queue_id, delay, size, key)
+         join ",
+            $queues,
+            " l on l.id = m.queue_id
+         cross join lateral (
+             select now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
+                    m.key is not null and m.id not in (select head from heads) as parked) d
+         where ",
+            $keep,
+            ")"
+        )
+    };
+}
+
 /// The end of a publish without held keys: the bodies and messages of the publishes to the queues of
 /// the CTE `$queues` (id, delivery_delay), and per queue whether to wake its consumers.
 macro_rules! store_messages {
@@ -100,13 +137,9 @@ macro_rules! store_messages {
          where m.queue_id in (select id from ",
             $queues,
             ")),
-     inserted as (
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
-         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         join ",
-            $queues,
-            " l on l.id = m.queue_id)
+     ",
+            insert_messages!($queues, concat!("m.queue_id in (select id from ", $queues, ")")),
+            "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
             or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
@@ -128,7 +161,7 @@ const PUBLISH: &str = concat!(
     store_messages!("live")
 );
 
-/// Publishes whose keys (`$9` queues, `$10` keys, one entry per key) are all new to their queues, the
+/// Publishes whose keys (`$10` queues, `$11` keys, one entry per key) are all new to their queues, the
 /// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
 /// statement is inserting and then commits) fails the statement with a unique violation, for
 /// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
@@ -140,7 +173,7 @@ const PUBLISH_NEW_KEYS: &str = concat!(
      keys as (
          insert into idempotency_keys (queue_id, key, expires_at)
          select k.queue_id, k.key, now() + make_interval(secs => l.idempotency_window)
-         from unnest($9::uuid[], $10::text[]) with ordinality as k(queue_id, key, i)
+         from unnest($10::uuid[], $11::text[]) with ordinality as k(queue_id, key, i)
          join live l on l.id = k.queue_id
          where l.idempotency_window > 0
          order by k.i
@@ -150,18 +183,19 @@ const PUBLISH_NEW_KEYS: &str = concat!(
     store_messages!("stored")
 );
 
-/// Publishes where a key may be held already: each key (`$9`, `$10` as above) is inserted or, if the
+/// Publishes where a key may be held already: each key (`$10`, `$11` as above) is inserted or, if the
 /// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
-/// stored when its key (`$11`) is absent, or when it is the key's first use in the statement (`$12`)
+/// stored when its key (`$12`) is absent, or when it is the key's first use in the statement (`$13`)
 /// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
 /// exactly one of them stores the message.
-const PUBLISH_ANY_KEYS: &str = "with live as (
+const PUBLISH_ANY_KEYS: &str = concat!(
+    "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
          insert into idempotency_keys as k (queue_id, key, expires_at)
          select n.queue_id, n.key, now() + make_interval(secs => l.idempotency_window)
-         from unnest($9::uuid[], $10::text[]) with ordinality as n(queue_id, key, i)
+         from unnest($10::uuid[], $11::text[]) with ordinality as n(queue_id, key, i)
          join live l on l.id = n.queue_id
          where l.idempotency_window > 0
          order by n.i
@@ -169,7 +203,7 @@ const PUBLISH_ANY_KEYS: &str = "with live as (
              where k.expires_at <= now()
          returning k.queue_id, k.key),
      kept as (
-         select m.id from unnest($3::uuid[], $4::uuid[], $11::text[], $12::bool[]) as m(id, queue_id, key, first)
+         select m.id from unnest($3::uuid[], $4::uuid[], $12::text[], $13::bool[]) as m(id, queue_id, key, first)
          join live l on l.id = m.queue_id
          where m.key is null or l.idempotency_window = 0
             or m.first and (m.queue_id, m.key) in (select queue_id, key from keys)),
@@ -178,12 +212,9 @@ const PUBLISH_ANY_KEYS: &str = "with live as (
          select m.id, m.content_type, m.body
          from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
          where m.id in (select id from kept)),
-     inserted as (
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
-         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         join live l on l.id = m.queue_id
-         where m.id in (select id from kept))
+     ",
+    insert_messages!("live", "m.id in (select id from kept)"),
+    "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
             or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
@@ -191,7 +222,8 @@ const PUBLISH_ANY_KEYS: &str = "with live as (
      from live l
      union all
      select null, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
-     where m.queue_id in (select id from live) and m.id not in (select id from kept)";
+     where m.queue_id in (select id from live) and m.id not in (select id from kept)"
+);
 
 /// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
 /// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
@@ -214,6 +246,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
     let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut ordering_keys = Vec::with_capacity(total);
     let (mut message_keys, mut firsts) = (Vec::new(), Vec::new());
     let mut keys = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -225,6 +258,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
             bodies.push(m.body.as_ref());
             delays.push(m.delay_seconds);
             sizes.push(m.body.len() as i32);
+            ordering_keys.push(m.ordering_key.as_ref().map(|k| k.as_str()));
             if keyed {
                 let key = m.idempotency_key.as_ref().map(|k| k.as_str());
                 message_keys.push(key);
@@ -249,6 +283,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
             .bind(&bodies)
             .bind(&delays)
             .bind(&sizes)
+            .bind(&ordering_keys)
     };
     let rows = if !keyed {
         query(PUBLISH).fetch_all(&mut *conn).await?
@@ -331,6 +366,7 @@ struct ClaimRow {
     body: Option<Vec<u8>>,
     dead_letter_source: Option<String>,
     dead_lettered_at: Option<DateTime<Utc>>,
+    ordering_key: Option<String>,
     slot: Option<i32>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
@@ -390,20 +426,20 @@ pub async fn claim(
                  attempts = m.attempts + 1, leased = true
              where m.id = any(array(select id from candidates where attempts < $3))
                and ($7::uuid is null or exists (select 1 from slot))
-             returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at),
+             returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at, m.ordering_key),
          ",
         dead_letter_ctes!(),
         "
          select c.id, c.attempts, c.published_at, b.content_type, b.body,
                 case when c.dead_letter_source is not null
                      then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
-                c.dead_lettered_at, (select slot from slot),
+                c.dead_lettered_at, c.ordering_key, (select slot from slot),
                 (select signing_secret from consumers where id = $7),
                 (select previous_signing_secret from consumers
                  where id = $7 and previous_secret_expires_at > now())
          from claimed c join message_bodies b on b.id = c.id
          union all
-         select id, -1, null, null, null, null, null, null, null, null from exhausted"
+         select id, -1, null, null, null, null, null, null, null, null, null from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -431,6 +467,7 @@ pub async fn claim(
                 body,
                 dead_letter_source: row.dead_letter_source,
                 dead_lettered_at: row.dead_lettered_at,
+                ordering_key: row.ordering_key,
             }),
             _ => claim.exhausted += 1,
         }
@@ -568,7 +605,8 @@ pub async fn peek(
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
     sqlx::query_as(
         "select m.id, m.attempts, m.published_at, b.content_type, b.body,
-                (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at
+                (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
+                m.ordering_key
          from messages m join message_bodies b on b.id = m.id
          where m.queue_id = $1 and m.published_at > now() - make_interval(secs => $3)
          order by m.available_at, m.id
@@ -627,7 +665,8 @@ pub async fn next_visible_in_ms(
 ) -> Result<Option<i64>, sqlx::Error> {
     sqlx::query_scalar(
         "select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
-         where queue_id = $1 and available_at > now() and published_at > now() - make_interval(secs => $2)",
+         where queue_id = $1 and available_at > now() and available_at < 'infinity'
+           and published_at > now() - make_interval(secs => $2)",
     )
     .bind(queue)
     .bind(retention_seconds as f64)
@@ -642,10 +681,12 @@ pub async fn next_visible_in_ms(
 /// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
 /// it applies, and its caller gets a 503 to retry (see `error.rs`).
 pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
-    let rows: Vec<(MessageId, i32)> = sqlx::query_as(
-        "with gone as (delete from messages m where queue_id = $1 and id = any($2) returning m.id, m.size),
+    let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
+        "with gone as (
+             delete from messages m where queue_id = $1 and id = any($2)
+             returning m.id, m.size, m.ordering_key is not null as keyed),
               bodies as (delete from message_bodies b using gone where b.id = gone.id)
-         select id, size from gone",
+         select id, size, keyed from gone",
     )
     .bind(queue)
     .bind(ids)
@@ -670,42 +711,46 @@ pub async fn ack(
     queue: QueueId,
     ids: &[MessageId],
 ) -> Result<Option<Acked>, sqlx::Error> {
-    let rows: Vec<(Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>)> = sqlx::query_as(
+    type Row = (Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>, Option<bool>);
+    let rows: Vec<Row> = sqlx::query_as(
         "with target as (
              select q.id, (select c.kind from consumers c where c.queue_id = q.id) as kind
              from queues q where q.account_id = $1 and q.id = $2),
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
-             returning m.id, m.size),
+             returning m.id, m.size, m.ordering_key is not null as keyed),
          bodies as (delete from message_bodies b using gone where b.id = gone.id)
-         select t.kind, g.id, g.size from target t left join gone g on true",
+         select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
     .bind(account)
     .bind(queue)
     .bind(ids)
     .fetch_all(db)
     .await?;
-    let Some((consumer_kind, _, _)) = rows.first() else { return Ok(None) };
+    let Some((consumer_kind, _, _, _)) = rows.first() else { return Ok(None) };
     let consumer_kind = *consumer_kind;
     // The queue's row comes back once with no message when nothing was deleted.
-    let deleted = rows.into_iter().filter_map(|(_, id, size)| Some((id?, size?))).collect();
+    let deleted = rows.into_iter().filter_map(|(_, id, size, keyed)| Some((id?, size?, keyed?))).collect();
     Ok(Some(Acked { deleted, consumer_kind }))
 }
 
-/// The messages a delete found, and their total size.
+/// The messages a delete found, their total size, and whether any had an ordering key (its next
+/// message is deliverable now).
 #[derive(Debug, Default)]
 pub struct Deleted {
     pub ids: Vec<MessageId>,
     pub bytes: i64,
+    pub keyed: bool,
 }
 
-/// Collects a delete's `(id, size)` rows.
-impl FromIterator<(MessageId, i32)> for Deleted {
-    fn from_iter<I: IntoIterator<Item = (MessageId, i32)>>(rows: I) -> Self {
+/// Collects a delete's `(id, size, keyed)` rows.
+impl FromIterator<(MessageId, i32, bool)> for Deleted {
+    fn from_iter<I: IntoIterator<Item = (MessageId, i32, bool)>>(rows: I) -> Self {
         let mut deleted = Deleted::default();
-        for (id, size) in rows {
+        for (id, size, keyed) in rows {
             deleted.ids.push(id);
             deleted.bytes += i64::from(size);
+            deleted.keyed |= keyed;
         }
         deleted
     }

@@ -20,6 +20,8 @@ pub struct QueueState {
     pub dead_letter_queue: String,
     /// The dead-letter queue's backlog; None when it names no queue of the account.
     pub dead_letter_backlog_count: Option<i64>,
+    /// Ordering keys with messages in the queue.
+    pub ordering_key_count: i64,
 }
 
 /// The counts of the queues the `chosen` statement picks (columns `id`, `account_id`, `name`, `$1` the
@@ -40,15 +42,17 @@ fn states_of(chosen: &str) -> String {
          select q.id as queue_id, q.name as queue_name,
                 coalesce(b.messages, 0) as backlog_count, coalesce(b.bytes, 0) as backlog_bytes,
                 f.in_flight_count, f.delayed_count, b.oldest, q.dead_letter_queue,
-                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as dead_letter_backlog_count
+                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as dead_letter_backlog_count,
+                (select count(*) from ordering_heads h where h.queue_id = q.id) as ordering_key_count
          from named q
          left join backlogs b on b.queue_id = q.id
          left join backlogs d on d.queue_id = q.dead_letter_id
          -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
+         -- Parked messages of ordering keys (at 'infinity') wait for their key, not for a time.
          cross join lateral (
              select count(*) filter (where m.leased) as in_flight_count,
                     count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = q.id and m.available_at > now()) f
+             from messages m where m.queue_id = q.id and m.available_at > now() and m.available_at < 'infinity') f
          order by q.name"
     )
 }

@@ -21,6 +21,7 @@ mod messages_publish;
 mod messages_pull;
 mod metrics;
 mod operations;
+mod ordering;
 mod parity;
 mod peek_purge;
 mod pull_acks;

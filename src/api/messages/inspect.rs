@@ -79,6 +79,12 @@ pub async fn purge(
     let ids: Vec<MessageId> = wanted.iter().map(|(id, _)| *id).collect();
     let gone = store::messages::delete(&state.pool, queue.id, &ids).await?;
     state.backlog.removed(queue.id, gone.ids.len(), gone.bytes);
+    if gone.keyed {
+        // The purged head of an ordering key let the key's next message go; a lost wake-up only delays it.
+        if let Err(err) = store::messages::wake(&state.pool, &[queue.id], true).await {
+            tracing::warn!(error = %err, "waking the consumers of a purged ordering key failed");
+        }
+    }
     let deleted: HashSet<MessageId> = gone.ids.into_iter().collect();
     for (id, reference) in wanted {
         if !deleted.contains(&id) {

@@ -28,6 +28,8 @@ pub struct PublishMessage<'a> {
     delay_seconds: Option<i64>,
     #[serde(borrow)]
     idempotency_key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    ordering_key: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -56,6 +58,7 @@ async fn store_batch(
                 content_type: m.content_type.as_deref(),
                 delay_seconds: m.delay_seconds,
                 idempotency_key: m.idempotency_key.as_deref(),
+                ordering_key: m.ordering_key.as_deref(),
             };
             message::prepare(input, batch_delay, request)
         })

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::ids::MessageId;
-use crate::queue::message::{ContentType, DeadLetterOrigin, PulledBody};
+use crate::queue::message::{ContentType, DeadLetterOrigin, ExtraMetadata, PulledBody};
 use crate::store::messages::StoredMessage;
 
 /// A message as pull and peek show it; pull adds its lease id, peek its ref.
@@ -33,7 +33,7 @@ struct MessageMetadata<'a> {
     #[serde(rename = "CF-sourceMessageSource")]
     source: &'static str,
     #[serde(flatten)]
-    dead_letter: Option<DeadLetterOrigin<'a>>,
+    extra: Option<ExtraMetadata<'a>>,
 }
 
 impl<'a> MessageView<'a> {
@@ -47,7 +47,10 @@ impl<'a> MessageView<'a> {
             metadata: MessageMetadata {
                 content_type: content_type.as_str(),
                 source: "api",
-                dead_letter: DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
+                extra: ExtraMetadata::of(
+                    DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
+                    m.ordering_key.as_deref(),
+                ),
             },
             handle,
         }
