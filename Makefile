@@ -79,13 +79,13 @@ bench-long-poll:
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench long-poll
 
-# The long crash suite: 5 minutes per mode, the server SIGKILLed every 0-3 s, PostgreSQL restarted at
-# every 5th kill. Figures in bench/results/chaos-*.md.
+# The long crash suite: 5 minutes per mode (pull, webhook, ordered keys), the server SIGKILLed every
+# 0-3 s, PostgreSQL restarted at every 5th kill. Figures in bench/results/chaos-*.md.
 chaos:
 	@cargo build --release --quiet --workspace --bins
 	mkdir -p bench/results
 	out=bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).md
-	for mode in pull webhook; do
+	for mode in pull webhook ordered; do
 	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
 	done
 

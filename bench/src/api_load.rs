@@ -45,7 +45,7 @@ struct Leased<'a> {
 }
 
 impl Api {
-    fn request(&self, queue: &str, path: &str, body: &[u8]) -> Request {
+    pub fn request(&self, queue: &str, path: &str, body: &[u8]) -> Request {
         let path = format!("/client/v4/accounts/{}/queues/{queue}/messages{path}", self.account);
         Request::post(&self.host, &path, &self.token, body)
     }
@@ -159,6 +159,37 @@ impl Api {
                     let answer = connection.send(&request).await?;
                     if answer.status != 200 {
                         bail!("preload: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                    }
+                }
+                anyhow::Ok(())
+            });
+        }
+        while let Some(task) = tasks.join_next().await {
+            task??;
+        }
+        Ok(())
+    }
+
+    /// W2o's preload: as `preload`, but message i (counted from 0 over the whole preload) carries the
+    /// ordering key `k{i % keys}`, so that the keys take turns as W2o drains them.
+    pub async fn preload_ordered(&self, queue: &str, count: u64, body: &str, keys: u64) -> anyhow::Result<()> {
+        let batches = count.div_ceil(100);
+        let next = Arc::new(AtomicU64::new(0));
+        let body = serde_json::to_string(body).expect("a string encodes");
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (api, queue, body, next) = (self.clone(), queue.to_owned(), body.clone(), next.clone());
+            tasks.spawn(async move {
+                let mut connection = Connection::open(&api.host).await?;
+                loop {
+                    let batch = next.fetch_add(1, Ordering::Relaxed);
+                    if batch >= batches {
+                        break;
+                    }
+                    let request = api.request(&queue, "/batch", ordered_batch(&body, batch * 100, keys).as_bytes());
+                    let answer = connection.send(&request).await?;
+                    if answer.status != 200 {
+                        bail!("ordered preload: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
                     }
                 }
                 anyhow::Ok(())
@@ -382,4 +413,21 @@ impl Keyed {
         }
         Ok((self.client, round))
     }
+}
+
+/// A batch of 100 messages of `body` (already JSON text), the first numbered `first`, each with the
+/// ordering key `k{number % keys}`; written by hand, as `Keyed::request` is.
+fn ordered_batch(body: &str, first: u64, keys: u64) -> String {
+    use std::fmt::Write;
+    let mut text = String::with_capacity(100 * (body.len() + 64) + 16);
+    text.push_str(r#"{"messages":["#);
+    for i in first..first + 100 {
+        if i > first {
+            text.push(',');
+        }
+        write!(text, r#"{{"body":{body},"content_type":"text","ordering_key":"k{}"}}"#, i % keys)
+            .expect("a String takes any text");
+    }
+    text.push_str("]}");
+    text
 }

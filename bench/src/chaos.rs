@@ -4,11 +4,14 @@
 //! message is under two live leases, nothing is redelivered after a successful ack, attempts never
 //! decrease and delays never end early.
 //!
-//! Two modes: `pull` (HTTP pull consumers acking through the API) and `webhook` (a push consumer whose
-//! receiver fails in every way: 500s, hangs, connection resets, redirects, and being down).
+//! Three modes: `pull` (HTTP pull consumers acking through the API), `webhook` (a push consumer whose
+//! receiver fails in every way: 500s, hangs, connection resets, redirects, and being down) and `ordered`
+//! (pull consumers on messages with ordering keys, each numbered within its key; the checker also asserts
+//! that a key's messages are first delivered in order and that no two of a key are ever leased at once).
 
 use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -26,6 +29,14 @@ use crate::setup::free_port;
 pub enum Mode {
     Pull,
     Webhook,
+    Ordered,
+}
+
+impl Mode {
+    /// Whether the consumers pull (and so hold leases of a known length).
+    fn pulls(self) -> bool {
+        self != Mode::Webhook
+    }
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -46,9 +57,13 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 4)]
     pub pg_restart_every: u64,
     /// Messages published per second by all producers together (0: as fast as they can). A webhook
-    /// consumer drains more slowly than pullers, so the webhook mode publishes at 1,000/s by default.
+    /// consumer drains more slowly than pullers, so the webhook mode publishes at 1,000/s by default, and
+    /// the ordered mode, whose keys go one message at a time, at 500/s.
     #[arg(long)]
     pub publish_rate: Option<u64>,
+    /// Ordering keys the ordered mode's messages go round.
+    #[arg(long, default_value_t = 50)]
+    pub keys: u64,
 }
 
 pub(crate) const VISIBILITY_MS: u64 = 2_000;
@@ -70,6 +85,12 @@ pub(crate) struct History {
     pub(crate) acked_at: HashMap<String, Instant>,
     pub(crate) ack_attempted: HashSet<String>,
     pub(crate) dead_lettered: HashSet<String>,
+    /// The ordered mode: body -> its key and its number within the key (the order it was published in).
+    pub(crate) ordered: HashMap<String, (u64, u64)>,
+    /// The ordered mode: body -> each ack of it sent, and its 2xx answer: the message may have gone at any
+    /// moment in between, or at any moment after the send of an ack that failed (a request given up by
+    /// the client may still be carried out).
+    pub(crate) acks_sent: HashMap<String, Vec<(Instant, Option<Instant>)>>,
 }
 
 #[derive(Clone)]
@@ -81,6 +102,17 @@ pub(crate) struct Delivery {
     asked: Instant,
     received: Instant,
     received_wall_ms: i64,
+    /// Which pull (or webhook request) brought it: the same number for one answer's messages.
+    pull: u64,
+    /// The `metadata.ordering_key` it came with.
+    ordering_key: Option<String>,
+}
+
+/// Numbers the pulls and webhook requests, so that one answer's deliveries can be told apart.
+static PULLS: AtomicU64 = AtomicU64::new(1);
+
+fn ordering_key(message: &Value) -> Option<String> {
+    message["metadata"]["ordering_key"].as_str().map(str::to_owned)
 }
 
 struct Cluster {
@@ -163,7 +195,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         .await?;
     let created: Value = serde_json::from_slice(&out.stdout).context("account create")?;
     let roles = match args.mode {
-        Mode::Pull => "api",
+        Mode::Pull | Mode::Ordered => "api",
         Mode::Webhook => "api,dispatcher",
     };
     let mut cluster = Cluster { pg, url, server: None, port: free_port(), roles };
@@ -182,7 +214,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let queue = queue["queue_id"].as_str().unwrap_or_default().to_owned();
     let dlq_consumer = json!({"type": "http_pull"});
     let receiver = match args.mode {
-        Mode::Pull => {
+        Mode::Pull | Mode::Ordered => {
             let consumer = json!({"type": "http_pull", "dead_letter_queue": "chaos-dlq", "settings": {"max_retries": MAX_RETRIES}});
             client
                 .post(&format!("queues/{queue}/consumers"), &consumer)
@@ -207,15 +239,26 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let history: Arc<Mutex<History>> = Arc::default();
     let stop = CancellationToken::new();
     let mut load = tokio::task::JoinSet::new();
-    let rate = args.publish_rate.unwrap_or(if args.mode == Mode::Webhook { 1_000 } else { 0 });
+    let rate = args.publish_rate.unwrap_or(match args.mode {
+        Mode::Pull => 0,
+        Mode::Webhook => 1_000,
+        Mode::Ordered => 500,
+    });
     // Each producer publishes batches of 10; spaced so that together they keep `rate`.
     let pause = (rate > 0).then(|| Duration::from_secs_f64(10.0 * args.producers as f64 / rate as f64));
     for p in 0..args.producers {
-        load.spawn(produce(client.clone(), queue.clone(), p, history.clone(), stop.clone(), pause));
+        let (client, queue, history, stop) = (client.clone(), queue.clone(), history.clone(), stop.clone());
+        if args.mode == Mode::Ordered {
+            let keys = Keys { producer: p as u64, producers: args.producers as u64, keys: args.keys };
+            load.spawn(produce_ordered(client, queue, keys, history, stop, pause));
+        } else {
+            load.spawn(produce(client, queue, p, history, stop, pause));
+        }
     }
-    if args.mode == Mode::Pull {
+    let how = if args.mode == Mode::Ordered { Consumer::ORDERED } else { Consumer::PLAIN };
+    if args.mode.pulls() {
         for _ in 0..args.consumers {
-            load.spawn(consume(client.clone(), queue.clone(), history.clone(), stop.clone(), VISIBILITY_MS));
+            load.spawn(consume_as(client.clone(), queue.clone(), history.clone(), stop.clone(), VISIBILITY_MS, how));
         }
     }
 
@@ -259,7 +302,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         if Instant::now() > drain_deadline {
             bail!("{left} messages could not be drained");
         }
-        if args.mode == Mode::Pull {
+        if args.mode.pulls() {
             drain_once(&client, &queue, &history, false).await;
         }
         drain_once(&client, &dlq_id, &history, true).await;
@@ -337,27 +380,131 @@ pub(crate) async fn produce(
     }
 }
 
+/// The ordered mode's keys of one producer: key k is producer (k % producers)'s, so each key's
+/// publishes go out one after another.
+pub(crate) struct Keys {
+    producer: u64,
+    producers: u64,
+    keys: u64,
+}
+
+/// The ordered mode's producer: batches of 10 messages over its keys, each with the ordering key `k{key}`
+/// and the body `k{key}-{n}`, n counting that key's messages from 0. A publish that fails is sent again,
+/// with the same idempotency keys, until it gets a 2xx, and only then does the next go: so a key's
+/// messages are stored in the order of their numbers. (Were a failed publish given up, its request could
+/// still be committed after the next one's, and the checker would take that order for the server's fault.)
+pub(crate) async fn produce_ordered(
+    client: Client,
+    queue: String,
+    keys: Keys,
+    history: Arc<Mutex<History>>,
+    stop: CancellationToken,
+    pause: Option<Duration>,
+) {
+    let mine: Vec<u64> = (0..keys.keys).filter(|k| k % keys.producers == keys.producer).collect();
+    if mine.is_empty() {
+        return;
+    }
+    let mut next: HashMap<u64, u64> = HashMap::new();
+    for batch in 0u64.. {
+        if stop.is_cancelled() {
+            return;
+        }
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
+        let numbered: Vec<(u64, u64)> = (0..10)
+            .map(|_| {
+                let key = mine[rand::thread_rng().gen_range(0..mine.len())];
+                let n = next.entry(key).or_insert(0);
+                *n += 1;
+                (key, *n - 1)
+            })
+            .collect();
+        let bodies: Vec<String> = numbered.iter().map(|(key, n)| format!("k{key}-{n}")).collect();
+        let delay = (batch % 7 == 0).then_some(1);
+        let messages: Vec<Value> = numbered
+            .iter()
+            .zip(&bodies)
+            .map(|((key, _), body)| {
+                json!({"body": body, "content_type": "text", "ordering_key": format!("k{key}"), "idempotency_key": body})
+            })
+            .collect();
+        let mut request = json!({ "messages": messages });
+        if let Some(d) = delay {
+            request["delay_seconds"] = json!(d);
+        }
+        {
+            let mut h = history.lock().unwrap();
+            for (body, numbered) in bodies.iter().zip(&numbered) {
+                h.published.insert(body.clone(), false);
+                h.ordered.insert(body.clone(), *numbered);
+                if let Some(d) = delay {
+                    h.delays_ms.insert(body.clone(), d * 1000);
+                }
+            }
+        }
+        while client.post(&format!("queues/{queue}/messages/batch"), &request).await.is_err() {
+            if stop.is_cancelled() {
+                return; // the last batch of its keys: whether it was stored is not known
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut h = history.lock().unwrap();
+        for b in bodies {
+            h.published.insert(b, true);
+        }
+    }
+}
+
+/// How a pulling consumer behaves.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Consumer {
+    batch_size: u64,
+    /// It works on each batch for up to this long (at random) before it acks.
+    hold_ms: u64,
+    /// Each message is left unacked, its lease to run out, with this chance (in %).
+    unacked_percent: u32,
+}
+
+impl Consumer {
+    /// Pulls 20 and acks them all at once.
+    pub(crate) const PLAIN: Consumer = Consumer { batch_size: 20, hold_ms: 0, unacked_percent: 0 };
+    /// Holds its leases a while, so that other consumers pull meanwhile, and lets some run out, so that a
+    /// key's head is delivered again while the key's later messages wait.
+    const ORDERED: Consumer = Consumer { batch_size: 10, hold_ms: 100, unacked_percent: 5 };
+}
+
 /// One pull and its acks, recorded. Returns whether anything came.
-async fn pull_and_ack(client: &Client, queue: &str, history: &Mutex<History>, visibility: u64, dead: bool) -> bool {
+async fn pull_and_ack(
+    client: &Client,
+    queue: &str,
+    history: &Mutex<History>,
+    visibility: u64,
+    dead: bool,
+    how: Consumer,
+) -> bool {
     let asked = Instant::now();
     let Ok(result) = client
-        .post(&format!("queues/{queue}/messages/pull"), &json!({"batch_size": 20, "visibility_timeout_ms": visibility}))
+        .post(
+            &format!("queues/{queue}/messages/pull"),
+            &json!({"batch_size": how.batch_size, "visibility_timeout_ms": visibility}),
+        )
         .await
     else {
         tokio::time::sleep(Duration::from_millis(50)).await;
         return false;
     };
     let (received, received_wall_ms) = (Instant::now(), wall_ms());
+    let pull = PULLS.fetch_add(1, Ordering::Relaxed);
     let messages = result["messages"].as_array().cloned().unwrap_or_default();
     if messages.is_empty() {
         return false;
     }
-    let mut leases = Vec::new();
     {
         let mut h = history.lock().unwrap();
         for m in &messages {
             let body = m["body"].as_str().unwrap_or_default().to_owned();
-            leases.push(json!({"lease_id": m["lease_id"]}));
             h.ack_attempted.insert(body.clone());
             if dead {
                 h.dead_lettered.insert(body);
@@ -370,14 +517,31 @@ async fn pull_and_ack(client: &Client, queue: &str, history: &Mutex<History>, vi
                 asked,
                 received,
                 received_wall_ms,
+                pull,
+                ordering_key: ordering_key(m),
             });
         }
     }
-    if client.post(&format!("queues/{queue}/messages/ack"), &json!({"acks": leases})).await.is_ok() {
-        let answered = Instant::now();
-        let mut h = history.lock().unwrap();
-        for m in &messages {
-            let body = m["body"].as_str().unwrap_or_default().to_owned();
+    if how.hold_ms > 0 {
+        let hold = rand::thread_rng().gen_range(0..=how.hold_ms);
+        tokio::time::sleep(Duration::from_millis(hold)).await;
+    }
+    let acked: Vec<&Value> =
+        messages.iter().filter(|_| rand::thread_rng().gen_range(0..100) >= how.unacked_percent).collect();
+    if acked.is_empty() {
+        return true;
+    }
+    let leases: Vec<Value> = acked.iter().map(|m| json!({"lease_id": m["lease_id"]})).collect();
+    let sent = Instant::now();
+    let ok = client.post(&format!("queues/{queue}/messages/ack"), &json!({"acks": leases})).await.is_ok();
+    let answered = Instant::now();
+    let mut h = history.lock().unwrap();
+    for m in acked {
+        let body = m["body"].as_str().unwrap_or_default().to_owned();
+        if h.ordered.contains_key(&body) {
+            h.acks_sent.entry(body.clone()).or_default().push((sent, ok.then_some(answered)));
+        }
+        if ok {
             h.acked_at.entry(body).or_insert(answered);
         }
     }
@@ -391,15 +555,26 @@ pub(crate) async fn consume(
     stop: CancellationToken,
     visibility: u64,
 ) {
+    consume_as(client, queue, history, stop, visibility, Consumer::PLAIN).await
+}
+
+async fn consume_as(
+    client: Client,
+    queue: String,
+    history: Arc<Mutex<History>>,
+    stop: CancellationToken,
+    visibility: u64,
+    how: Consumer,
+) {
     while !stop.is_cancelled() {
-        if !pull_and_ack(&client, &queue, &history, visibility, false).await {
+        if !pull_and_ack(&client, &queue, &history, visibility, false, how).await {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
 
 pub(crate) async fn drain_once(client: &Client, queue: &str, history: &Mutex<History>, dead: bool) {
-    while pull_and_ack(client, queue, history, 60_000, dead).await {}
+    while pull_and_ack(client, queue, history, 60_000, dead, Consumer::PLAIN).await {}
 }
 
 pub struct Report {
@@ -415,11 +590,31 @@ pub struct Report {
     lost: Vec<String>,
     unexpected: Vec<String>,
     violations: Vec<String>,
+    /// The ordered mode: its keys, and what broke a key's order or its one lease at a time.
+    order: Option<(usize, OrderViolations)>,
+}
+
+/// What broke the ordered mode's rules, by rule.
+#[derive(Default)]
+pub(crate) struct OrderViolations {
+    wrong_key: Vec<String>,
+    out_of_order: Vec<String>,
+    one_pull: Vec<String>,
+    overlapping: Vec<String>,
+}
+
+impl OrderViolations {
+    fn count(&self) -> usize {
+        self.wrong_key.len() + self.out_of_order.len() + self.one_pull.len() + self.overlapping.len()
+    }
 }
 
 impl Report {
     pub(crate) fn passed(&self) -> bool {
-        self.lost.is_empty() && self.unexpected.is_empty() && self.violations.is_empty()
+        self.lost.is_empty()
+            && self.unexpected.is_empty()
+            && self.violations.is_empty()
+            && self.order.as_ref().is_none_or(|(_, violations)| violations.count() == 0)
     }
 }
 
@@ -442,7 +637,28 @@ impl std::fmt::Display for Report {
             self.unexpected.len(),
             self.violations.len()
         )?;
-        for (what, list) in [("lost", &self.lost), ("unexpected", &self.unexpected), ("violation", &self.violations)] {
+        let empty = OrderViolations::default();
+        let order = self.order.as_ref().map_or(&empty, |(_, v)| v);
+        if let Some((keys, _)) = &self.order {
+            writeln!(
+                f,
+                "ordered: {keys} ordering keys; order violations {}: first delivered before an earlier message of its key {}, two of a key in one pull {}, delivered while another of its key was leased {}, a wrong ordering_key {}",
+                order.count(),
+                order.out_of_order.len(),
+                order.one_pull.len(),
+                order.overlapping.len(),
+                order.wrong_key.len()
+            )?;
+        }
+        for (what, list) in [
+            ("lost", &self.lost),
+            ("unexpected", &self.unexpected),
+            ("violation", &self.violations),
+            ("out of order", &order.out_of_order),
+            ("two of a key in one pull", &order.one_pull),
+            ("two of a key leased at once", &order.overlapping),
+            ("wrong ordering_key", &order.wrong_key),
+        ] {
             for item in list.iter().take(10) {
                 writeln!(f, "{what}: {item}")?;
             }
@@ -475,7 +691,7 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
     let mut violations = Vec::new();
     let mut duplicates = 0;
     let lease = Duration::from_millis(match mode {
-        Mode::Pull => VISIBILITY_MS,
+        Mode::Pull | Mode::Ordered => VISIBILITY_MS,
         Mode::Webhook => WEBHOOK_TIMEOUT_MS * 2 + 5_000,
     });
     for (body, deliveries) in &mut by_body {
@@ -495,7 +711,7 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
             if b.attempts < a.attempts {
                 violations.push(format!("{body}: attempts went from {} to {}", a.attempts, b.attempts));
             }
-            if mode == Mode::Pull {
+            if mode.pulls() {
                 if b.attempts == a.attempts {
                     violations.push(format!("{body}: delivered twice as attempt {}", a.attempts));
                 }
@@ -506,7 +722,7 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
             }
         }
         if let Some(acked) = h.acked_at.get(*body) {
-            if mode == Mode::Pull && deliveries.iter().any(|d| d.asked > *acked) {
+            if mode.pulls() && deliveries.iter().any(|d| d.asked > *acked) {
                 violations.push(format!("{body}: delivered again after a successful ack"));
             }
         }
@@ -524,7 +740,92 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
         lost,
         unexpected,
         violations,
+        order: (mode == Mode::Ordered).then(|| {
+            let keys: HashSet<u64> = h.ordered.values().map(|(key, _)| *key).collect();
+            (keys.len(), order_violations(h))
+        }),
     }
+}
+
+/// The ordered mode's checks, each stated so that it holds whenever the clients' clocks allow any doubt
+/// (a lease is taken somewhere between a pull's send and its answer, an ack lands somewhere between its
+/// send and its answer):
+/// - a message's `metadata.ordering_key` is the key it was published with;
+/// - no message is first delivered before an earlier message of its key: its first answer came before
+///   the earlier one's first pull was sent;
+/// - one pull never brings two messages of a key;
+/// - no message of a key is delivered while another of the key is certainly leased: from the answer
+///   that brought that one until its lease could end (its visibility timeout from its pull's send) or an
+///   ack of it may have landed (acks are permissive, so a late ack from another consumer ends a lease too).
+pub(crate) fn order_violations(h: &History) -> OrderViolations {
+    let lease = Duration::from_millis(VISIBILITY_MS);
+    let mut violations = OrderViolations::default();
+    let mut by_key: HashMap<u64, Vec<&Delivery>> = HashMap::new();
+    for d in &h.deliveries {
+        let Some(&(key, _)) = h.ordered.get(&d.body) else { continue };
+        let expected = format!("k{key}");
+        if d.ordering_key.as_deref() != Some(expected.as_str()) {
+            violations.wrong_key.push(format!("{}: delivered with ordering_key {:?}", d.body, d.ordering_key));
+        }
+        by_key.entry(key).or_default().push(d);
+    }
+    for deliveries in by_key.values_mut() {
+        deliveries.sort_by_key(|d| d.received);
+        // First deliveries in the order of their numbers.
+        let mut first: HashMap<&str, &Delivery> = HashMap::new();
+        for d in deliveries.iter() {
+            first.entry(d.body.as_str()).or_insert(d);
+        }
+        let mut numbered: Vec<(u64, &Delivery)> = first.values().map(|d| (h.ordered[&d.body].1, *d)).collect();
+        numbered.sort_by_key(|(n, _)| *n);
+        let mut latest_ask: Option<&Delivery> = None;
+        for (_, d) in numbered {
+            if let Some(earlier) = latest_ask {
+                if d.received < earlier.asked {
+                    violations.out_of_order.push(format!(
+                        "{} was first delivered before {}, an earlier message of its key, was first pulled",
+                        d.body, earlier.body
+                    ));
+                }
+            }
+            if latest_ask.is_none_or(|e| d.asked > e.asked) {
+                latest_ask = Some(d);
+            }
+        }
+        // One pull, one message per key.
+        let mut in_pull: HashMap<u64, &str> = HashMap::new();
+        for d in deliveries.iter() {
+            if let Some(other) = in_pull.insert(d.pull, &d.body) {
+                if other != d.body {
+                    violations.one_pull.push(format!("{other} and {} came in one pull", d.body));
+                }
+            }
+        }
+        // Never delivered while another of its key is certainly leased.
+        for (i, d) in deliveries.iter().enumerate() {
+            for e in deliveries[..i].iter().rev() {
+                if e.received + lease <= d.received {
+                    break; // this one's lease, and every earlier one's, had surely ended
+                }
+                if e.body == d.body || e.received > d.asked {
+                    continue;
+                }
+                let acked = h.acks_sent.get(&e.body).into_iter().flatten();
+                let released =
+                    acked.filter(|(_, answered)| answered.is_none_or(|a| a > e.asked)).map(|(sent, _)| *sent).min();
+                let ends = released.map_or(e.asked + lease, |r| r.min(e.asked + lease));
+                if d.received < ends {
+                    violations.overlapping.push(format!(
+                        "{} was delivered while {}, of its key, was leased ({} ms before that lease could end)",
+                        d.body,
+                        e.body,
+                        (ends - d.received).as_millis()
+                    ));
+                }
+            }
+        }
+    }
+    violations
 }
 
 /// A webhook receiver that fails in every way a real one can: 500s, hanging past the dispatcher's
@@ -626,6 +927,7 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<ReceiverState
     };
     let (received, received_wall_ms) = (Instant::now(), wall_ms());
     let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let pull = PULLS.fetch_add(1, Ordering::Relaxed);
     let messages = payload["messages"].as_array().cloned().unwrap_or_default();
     let (well_behaved, hold) = {
         let mut s = state.lock().unwrap();
@@ -639,6 +941,8 @@ async fn serve(mut socket: tokio::net::TcpStream, state: Arc<Mutex<ReceiverState
                 asked: received,
                 received,
                 received_wall_ms,
+                pull,
+                ordering_key: ordering_key(m),
             });
         }
         (s.well_behaved, s.hold)

@@ -15,7 +15,8 @@
 //!   skiplock-bench long-poll [--only w7,idle]
 //!       W7 publish -> long-poll receive latency, and the CPU that 1,000 idle waiting pulls cost.
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
-//!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ (make bench, make bench-quick).
+//!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ, W2o and ordered delivery's fairness
+//!       (make bench, make bench-quick).
 //!
 //! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
 //! `make latency` passes the private cluster's. The skiplock binary is the one beside this one.
@@ -23,6 +24,7 @@
 mod api_load;
 mod chaos;
 mod cpu;
+mod fairness;
 mod first_delivery;
 mod ha;
 mod http;

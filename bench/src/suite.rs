@@ -2,6 +2,7 @@
 //! cluster, 1 KiB messages (see `peers` for who they are and why each is there):
 //!   W1 publish, batches of 100, 4 clients;  W3 single publish, 64 clients;
 //!   W2 drain a preloaded queue, pull/read 100 then ack/delete them, 4 consumers;
+//!   W2o the same drain of messages over 1,000 ordering keys, and ordered delivery's fairness (skiplock);
 //!   W5 the steady publish/pull/ack cycle over time, and W2 behind a large backlog;
 //!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module);
 //!   W7 publish -> long-poll receive latency at 1,000 messages/s, 16 pullers waiting (`long_poll`).
@@ -28,8 +29,9 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w3, w4, w5, w7), comma-separated; w1k also runs W1d and a W1
-    /// of skiplock beside it, w2 also W2b.
+    /// Run only these workloads (w1, w1k, w2, w2b, w2o, fairness, w3, w4, w5, w7), comma-separated; w1k also
+    /// runs W1d and a W1 of skiplock beside it; w2o a W2 of skiplock beside each of its rounds, and the
+    /// fairness figure; w2 also W2b, W2o and the fairness figure.
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -253,6 +255,19 @@ impl Bench {
     /// A queue with an http_pull consumer, in skiplock (over its API) and in the ceiling's database
     /// (the same rows, made in SQL); returns both ids.
     async fn queue(&self, name: &str) -> anyhow::Result<(String, String)> {
+        let id = self.skiplock_queue(name).await?;
+        let mut raw = connect(&self.raw_url).await?;
+        let raw_id: uuid::Uuid = sqlx::query_scalar(
+            "insert into queues (id, account_id, name) select gen_random_uuid(), id, $1 from accounts limit 1 returning id",
+        )
+        .bind(name)
+        .fetch_one(&mut raw)
+        .await?;
+        Ok((id, raw_id.simple().to_string()))
+    }
+
+    /// A queue with an http_pull consumer in skiplock only; returns its id.
+    async fn skiplock_queue(&self, name: &str) -> anyhow::Result<String> {
         let client = reqwest::Client::new();
         let base = format!("http://{}/client/v4/accounts/{}", self.api.host, self.api.account);
         let created: Value = client
@@ -271,14 +286,7 @@ impl Bench {
             .send()
             .await?
             .error_for_status()?;
-        let mut raw = connect(&self.raw_url).await?;
-        let raw_id: uuid::Uuid = sqlx::query_scalar(
-            "insert into queues (id, account_id, name) select gen_random_uuid(), id, $1 from accounts limit 1 returning id",
-        )
-        .bind(name)
-        .fetch_one(&mut raw)
-        .await?;
-        Ok((id, raw_id.simple().to_string()))
+        Ok(id)
     }
 
     fn url(&self, system: System) -> &str {
@@ -519,6 +527,58 @@ impl Bench {
         })
     }
 
+    /// W2o: the W2 drain of messages whose ordering keys go round 1,000 keys, skiplock only. Each round
+    /// follows a round of skiplock's W2 (as W1k's follow W1's), so that the two are read seconds apart on
+    /// a host whose load swings more between W2's rounds and W2o's than the keys may cost.
+    async fn draining_ordered(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<[Row; 2]> {
+        let (mut plain, mut ordered) = (vec![], vec![]);
+        for _ in 0..plan.rounds {
+            self.empty_queues().await?;
+            self.preload(System::Skiplock, queues, plan.preload).await?;
+            let work = async {
+                let drained = self.api.drain(&queues.skiplock, 4, plan.seconds).await?;
+                Ok((drained.messages, drained.seconds))
+            };
+            let unkeyed = self.measure(System::Skiplock, work).await?;
+            self.empty_queues().await?;
+            self.api.preload_ordered(&queues.skiplock, plan.preload, &self.body, ORDERING_KEYS).await?;
+            exec(&self.skiplock_url, "vacuum analyze messages; vacuum analyze message_bodies").await?;
+            let work = async {
+                let drained = self.api.drain(&queues.skiplock, 4, plan.seconds).await?;
+                Ok((drained.messages, drained.seconds))
+            };
+            let keyed = self.measure(System::Skiplock, work).await?;
+            eprintln!(
+                "  W2 beside W2o: {:.0} msg/s; W2o ({ORDERING_KEYS} ordering keys): {:.0} msg/s ({:.2}x)",
+                unkeyed.rate(),
+                keyed.rate(),
+                keyed.rate() / unkeyed.rate()
+            );
+            plain.push(unkeyed);
+            ordered.push(keyed);
+        }
+        Ok([
+            Row { workload: W2_BESIDE_W2O, runs: vec![(System::Skiplock, plain)] },
+            Row {
+                workload: "W2o drain, messages over 1,000 ordering keys, pull 100 + ack 100, 4 consumers",
+                runs: vec![(System::Skiplock, ordered)],
+            },
+        ])
+    }
+
+    /// The fairness figure of ordered delivery, on a queue of its own, which is emptied afterwards.
+    async fn fairness(&self) -> anyhow::Result<crate::fairness::Fairness> {
+        let queue = self.skiplock_queue("fairness").await?;
+        let shape = crate::fairness::Shape::ISSUE;
+        let fairness = crate::fairness::measure(&self.api, &queue, shape).await?;
+        eprintln!(
+            "  fairness: {} short keys' {} messages each all came in {} pulls of 100 ({} of the deep key's meanwhile)",
+            shape.small_keys, shape.per_small, fairness.pulls, fairness.big_delivered
+        );
+        self.empty_queues().await?;
+        Ok(fairness)
+    }
+
     /// A pgbench drain of a queue preloaded with `preload` messages: as many claims of 100 as it takes
     /// (4 clients), timed; the messages are those gone from the queue (`left` counts what remains).
     async fn drain_with_pgbench(
@@ -599,6 +659,11 @@ impl Backlogged {
     }
 }
 
+/// W2o's ordering keys: message i of its preload carries key i % this.
+const ORDERING_KEYS: u64 = 1_000;
+
+const W2_BESIDE_W2O: &str = "W2 beside W2o: the same drain without keys (skiplock only)";
+
 /// The queue each system works on.
 struct Queues {
     skiplock: String,
@@ -645,6 +710,19 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     if (wanted("w2") || wanted("w2b")) && bench.present(System::Skiplock) {
         rows.push(bench.draining_carried(&plan, &queues).await?);
     }
+    let ordered_rows = if (wanted("w2") || wanted("w2o")) && bench.present(System::Skiplock) {
+        let [plain, ordered] = bench.draining_ordered(&plan, &queues).await?;
+        let ratio = ordered.rate(System::Skiplock).zip(plain.rate(System::Skiplock)).map(|(o, p)| o / p.max(1e-9));
+        rows.extend([plain, ordered]);
+        ratio
+    } else {
+        None
+    };
+    let fairness = if (wanted("w2") || wanted("w2o") || wanted("fairness")) && bench.present(System::Skiplock) {
+        Some(bench.fairness().await?)
+    } else {
+        None
+    };
     let (cycle, backlog) = if wanted("w5") {
         (bench.cycling(&plan, &queues).await?, Some(bench.behind_backlog(&plan, &queues).await?))
     } else {
@@ -735,7 +813,16 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         let per_interval: Vec<String> = sk.iter().zip(&pq).map(|(a, b)| format!("{:.2}", a / b.max(1.0))).collect();
         println!("W5 cycle, skiplock / pgmq per interval: {}", per_interval.join(", "));
     }
-    let w2_empty = rows.iter().find(|r| r.workload.starts_with("W2")).and_then(|r| r.rate(System::Skiplock));
+    if let Some(ratio) = ordered_rows {
+        println!("\nW2o against the W2 beside it (skiplock, medians): {ratio:.2}x (target: at least 0.7x)");
+    }
+    if let Some(f) = &fairness {
+        println!(
+            "Ordered delivery's fairness: {} messages of one key published first, then {} keys of {} messages; one consumer pulling 100 and acking: every short key's messages had all come after {} pulls (target: at most 12; {} of the deep key's came meanwhile, the first pull brought {} short-key messages of {}); every key's order held",
+            f.shape.big, f.shape.small_keys, f.shape.per_small, f.pulls, f.big_delivered, f.first_pull.1, f.first_pull.0
+        );
+    }
+    let w2_empty = rows.iter().find(|r| r.workload.starts_with("W2 drain")).and_then(|r| r.rate(System::Skiplock));
     empty_pulls.sort();
     if let Some(backlog) = &backlog {
         let (pulls, rate) = (&backlog.pulls, backlog.rate());
@@ -787,6 +874,8 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
                    "pull_p50_ms": percentile_ms(&b.pulls, 50.0), "pull_p99_ms": crate::setup::percentile_ms(&b.pulls, 99.0),
                    "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": crate::setup::percentile_ms(&empty_pulls, 99.0)})
         }),
+        "w2o": ordered_rows.map(|ratio| json!({"ordering_keys": ORDERING_KEYS, "w2o_over_w2_beside_it": ratio})),
+        "fairness": fairness.as_ref().map(crate::fairness::Fairness::json),
         "w4_latency": latency,
         "w7_long_poll": long_poll,
         "peak_rss_mib": peak_rss_mib,

@@ -1,5 +1,6 @@
-//! The short crash suite (`make chaos` runs the long one): load while the server is SIGKILLed at
-//! random and PostgreSQL restarted in immediate mode; the checker asserts over every client's history.
+//! The short crash suite (`make chaos` runs the long one), in each mode (pull, webhook, ordered keys):
+//! load while the server is SIGKILLed at random and PostgreSQL restarted in immediate mode; the checker
+//! asserts over every client's history.
 
 async fn chaos(mode: &str) {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_skiplock-bench"))
@@ -22,4 +23,9 @@ async fn pull_consumers_lose_nothing_while_the_server_and_postgresql_crash() {
 #[tokio::test]
 async fn webhook_deliveries_lose_nothing_through_receiver_faults_and_crashes() {
     chaos("webhook").await;
+}
+
+#[tokio::test]
+async fn ordered_keys_keep_their_order_and_one_lease_each_while_the_server_and_postgresql_crash() {
+    chaos("ordered").await;
 }
