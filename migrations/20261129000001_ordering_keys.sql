@@ -47,19 +47,21 @@ begin
             after_at := array_fill('-infinity'::timestamptz, array[cardinality(queues)]);
             after_ids := array_fill('00000000-0000-0000-0000-000000000000'::uuid, array[cardinality(queues)]);
         end if;
-        -- Each key's first message in publish order goes, if it is parked.
+        -- Each key's first message in publish order goes, if it is parked. The update finds it by the
+        -- row version the look found (a row changed meanwhile is not that version: its key is looked at
+        -- again), which spares a walk down the primary key per key.
         with next as (
-            select n.id, n.due_at
+            select n.row, n.due_at
             from unnest(queues, keys, after_at, after_ids) as k(queue_id, ordering_key, after_at, after_id)
             cross join lateral (
-                select m.id, m.due_at from messages m
+                select m.ctid as row, m.due_at from messages m
                 where m.queue_id = k.queue_id and m.ordering_key = k.ordering_key
                   and (m.published_at, m.id) > (k.after_at, k.after_id)
                 order by m.published_at, m.id
                 limit 1) n),
         promoted as (
             update messages m set available_at = greatest(n.due_at, now()), due_at = null
-            from next n where m.id = n.id and m.available_at = 'infinity'
+            from next n where m.ctid = n.row and m.available_at = 'infinity'
             returning m.queue_id, m.ordering_key)
         select array_agg(queue_id), array_agg(ordering_key) into let_go_queues, let_go_keys from promoted;
         select array_agg(k.queue_id), array_agg(k.ordering_key) into queues, keys

@@ -212,7 +212,8 @@ async fn wal_lsn(url: &str) -> anyhow::Result<i64> {
 impl Bench {
     async fn start(systems: Vec<String>, statements: bool) -> anyhow::Result<Bench> {
         let settings: &[(&str, &str)] =
-            if statements { &[("shared_preload_libraries", "pg_stat_statements")] } else { &[] };
+            // `track = all` also counts the statements of functions and triggers.
+            if statements { &[("shared_preload_libraries", "pg_stat_statements"), ("pg_stat_statements.track", "all")] } else { &[] };
         let pg = tokio::task::spawn_blocking(move || TempCluster::create_with(settings)).await?;
         exec(&pg.url("postgres"), "create database skiplock; create database raw; create database pgmqbench").await?;
         if statements {
