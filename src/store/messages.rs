@@ -90,18 +90,35 @@ struct PublishRow {
 }
 
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
-/// holds, with their ordering keys (`$9`, one per message): each key's row in
-/// `ordering_keys` is inserted, or locked when the key has messages already; a message is its key's
-/// head when it opened the key's row, else it is parked until the messages before it have gone (see the
-/// `ordering_keys` migration). Keys are taken in key order, so concurrent publishes never deadlock.
+/// holds. `plain`: none has an ordering key, and the insert is what it was before there were keys.
+/// `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys` is
+/// inserted, or locked when the key has messages already; a message is its key's head when it opened
+/// the key's row, else it is parked until the messages before it have gone (see the `ordering_keys`
+/// migration). Keys are taken in key order, so concurrent publishes never deadlock.
 macro_rules! insert_messages {
-    ($queues:literal, $keep:expr) => {
+    (plain, $queues:literal, $keep:expr) => {
+        concat!(
+            "inserted as (
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+         join ",
+            $queues,
+            " l on l.id = m.queue_id
+         where ",
+            $keep,
+            ")"
+        )
+    };
+    (ordered, $queues:literal, $keep:expr) => {
         concat!(
             "heads as (
          insert into ordering_keys as h (queue_id, ordering_key, opened_by)
          select distinct on (m.queue_id, m.key) m.queue_id, m.key, m.id
          from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
-         where m.key is not null and ",
+         where m.key is not null and m.queue_id in (select id from ",
+            $queues,
+            ") and ",
             $keep,
             "
          order by m.queue_id, m.key, m.i
@@ -128,7 +145,7 @@ macro_rules! insert_messages {
 /// The end of a publish without held keys: the bodies and messages of the publishes to the queues of
 /// the CTE `$queues` (id, delivery_delay), and per queue whether to wake its consumers.
 macro_rules! store_messages {
-    ($queues:literal) => {
+    ($mode:ident, $queues:literal) => {
         concat!(
             "bodies as (
          insert into message_bodies (id, content_type, body)
@@ -138,7 +155,7 @@ macro_rules! store_messages {
             $queues,
             ")),
      ",
-            insert_messages!($queues, concat!("m.queue_id in (select id from ", $queues, ")")),
+            insert_messages!($mode, $queues, "true"),
             "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
@@ -153,21 +170,27 @@ macro_rules! store_messages {
 
 /// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
 /// no 1 KiB body is copied into an intermediate result on the way.
-const PUBLISH: &str = concat!(
-    "with live as (
+macro_rules! publish {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
          select q.id, q.delivery_delay from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      ",
-    store_messages!("live")
-);
+            store_messages!($mode, "live")
+        )
+    };
+}
 
 /// Publishes whose keys (`$10` queues, `$11` keys, one entry per key) are all new to their queues, the
 /// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
 /// statement is inserting and then commits) fails the statement with a unique violation, for
 /// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
 /// failure comes before the bodies, not after.
-const PUBLISH_NEW_KEYS: &str = concat!(
-    "with live as (
+macro_rules! publish_new_keys {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
@@ -180,16 +203,20 @@ const PUBLISH_NEW_KEYS: &str = concat!(
          returning 1),
      stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
      ",
-    store_messages!("stored")
-);
+            store_messages!($mode, "stored")
+        )
+    };
+}
 
 /// Publishes where a key may be held already: each key (`$10`, `$11` as above) is inserted or, if the
 /// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
 /// stored when its key (`$12`) is absent, or when it is the key's first use in the statement (`$13`)
 /// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
 /// exactly one of them stores the message.
-const PUBLISH_ANY_KEYS: &str = concat!(
-    "with live as (
+macro_rules! publish_any_keys {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
@@ -213,8 +240,8 @@ const PUBLISH_ANY_KEYS: &str = concat!(
          from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
          where m.id in (select id from kept)),
      ",
-    insert_messages!("live", "m.id in (select id from kept)"),
-    "
+            insert_messages!($mode, "live", "m.id in (select id from kept)"),
+            "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
             or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
@@ -223,7 +250,14 @@ const PUBLISH_ANY_KEYS: &str = concat!(
      union all
      select null, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
      where m.queue_id in (select id from live) and m.id not in (select id from kept)"
-);
+        )
+    };
+}
+
+/// Each statement without ordering keys (index 0) and with them (index 1).
+const PUBLISH: [&str; 2] = [publish!(plain), publish!(ordered)];
+const PUBLISH_NEW_KEYS: [&str; 2] = [publish_new_keys!(plain), publish_new_keys!(ordered)];
+const PUBLISH_ANY_KEYS: [&str; 2] = [publish_any_keys!(plain), publish_any_keys!(ordered)];
 
 /// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
 /// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
@@ -243,6 +277,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
     let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
     let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
     let keyed = publishes.iter().any(|p| p.messages.iter().any(|m| m.idempotency_key.is_some()));
+    let ordered = usize::from(publishes.iter().any(|p| p.messages.iter().any(|m| m.ordering_key.is_some())));
     let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
@@ -286,11 +321,11 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
             .bind(&ordering_keys)
     };
     let rows = if !keyed {
-        query(PUBLISH).fetch_all(&mut *conn).await?
+        query(PUBLISH[ordered]).fetch_all(&mut *conn).await?
     } else {
         // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
         let new_keys = if firsts.iter().all(|first| *first) {
-            match query(PUBLISH_NEW_KEYS).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
+            match query(PUBLISH_NEW_KEYS[ordered]).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
                 Err(sqlx::Error::Database(err)) if err.constraint() == Some("idempotency_keys_pkey") => None,
                 outcome => Some(outcome?),
             }
@@ -300,7 +335,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
         match new_keys {
             Some(rows) => rows,
             None => {
-                query(PUBLISH_ANY_KEYS)
+                query(PUBLISH_ANY_KEYS[ordered])
                     .bind(&key_queues)
                     .bind(&keys)
                     .bind(&message_keys)
