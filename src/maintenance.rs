@@ -160,7 +160,7 @@ const KEY_SWEEP_BATCH: i64 = 5_000;
 pub async fn forget_expired_keys(pool: &PgPool) -> Result<u64, sqlx::Error> {
     let mut total = 0;
     loop {
-        let deleted = store::messages::forget_expired_keys(pool, KEY_SWEEP_BATCH).await?;
+        let deleted = store::publish::forget_expired_keys(pool, KEY_SWEEP_BATCH).await?;
         total += deleted;
         if deleted < KEY_SWEEP_BATCH as u64 {
             return Ok(total);

@@ -27,8 +27,9 @@ use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
-use crate::store::messages::{self, Publish};
+use crate::store::messages;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
+use crate::store::publish::{self, Publish};
 
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
@@ -166,9 +167,9 @@ impl Connections {
 
     /// Runs the publishes on a connection; one that failed other than with an error from the database
     /// may be broken, and is dropped.
-    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<messages::Published, sqlx::Error> {
+    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<publish::Published, sqlx::Error> {
         let mut conn = self.take().await?;
-        let outcome = messages::publish(&mut conn, publishes).await;
+        let outcome = publish::publish(&mut conn, publishes).await;
         if matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_))) {
             self.spare.lock().expect("connections lock").push((conn, Instant::now()));
         }

@@ -10,6 +10,7 @@ pub mod gauges;
 pub mod maintenance;
 pub mod messages;
 pub mod pool;
+pub mod publish;
 pub mod queues;
 pub mod redrive;
 pub mod stats;

@@ -1,0 +1,326 @@
+//! Publishing: the statements that store the messages of many publishes at once (the group commit's),
+//! with their idempotency keys and ordering keys, and the sweep of expired idempotency keys.
+
+use sqlx::{PgConnection, PgExecutor};
+
+use crate::ids::{AccountId, MessageId, QueueId};
+use crate::queue::message::NewMessage;
+
+/// A queue that took its messages, and whether anyone needs waking for them: a webhook consumer's
+/// dispatchers, or long-polling pulls waiting on some node (see `wait_on`).
+#[derive(Debug, Clone, Copy)]
+pub struct Stored {
+    pub queue: QueueId,
+    pub woken: bool,
+}
+
+/// What one statement of publishes did: the queues that took their messages, and for each publish (in
+/// the order given) how many of its messages were not stored because their idempotency key was seen.
+#[derive(Debug, Default)]
+pub struct Published {
+    pub stored: Vec<Stored>,
+    pub duplicates: Vec<usize>,
+}
+
+/// A publish of one or more messages to one queue, as the group-commit writer collects them.
+pub struct Publish<'a> {
+    pub account: AccountId,
+    pub queue: QueueId,
+    pub messages: &'a [NewMessage],
+}
+
+#[derive(sqlx::FromRow)]
+struct PublishRow {
+    queue: Option<QueueId>,
+    woken: bool,
+    duplicate: Option<MessageId>,
+}
+
+/// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
+/// holds. `plain`: none has an ordering key, and the insert is what it was before there were keys.
+/// `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys` is
+/// inserted, or locked when the key has messages already; a message is its key's head when it opened
+/// the key's row, else it is parked until the messages before it have gone (see the `ordering_keys`
+/// migration). Keys are taken in key order, so concurrent publishes never deadlock.
+macro_rules! insert_messages {
+    (plain, $queues:literal, $keep:expr) => {
+        concat!(
+            "inserted as (
+         insert into messages (id, queue_id, available_at, size, published_at)
+         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
+         join ",
+            $queues,
+            " l on l.id = m.queue_id
+         where ",
+            $keep,
+            ")"
+        )
+    };
+    (ordered, $queues:literal, $keep:expr) => {
+        concat!(
+            "heads as (
+         insert into ordering_keys as h (queue_id, ordering_key, opened_by)
+         select distinct on (m.queue_id, m.key) m.queue_id, m.key, m.id
+         from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
+         where m.key is not null and m.queue_id in (select id from ",
+            $queues,
+            ") and ",
+            $keep,
+            "
+         order by m.queue_id, m.key, m.i
+         on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by
+         returning h.opened_by),
+     inserted as (
+         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key)
+         select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
+                m.size, now(), m.key
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[]) as m(id, queue_id, delay, size, key)
+         join ",
+            $queues,
+            " l on l.id = m.queue_id
+         cross join lateral (
+             select now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
+                    m.key is not null and m.id not in (select opened_by from heads) as parked) d
+         where ",
+            $keep,
+            ")"
+        )
+    };
+}
+
+/// The end of a publish without held keys: the bodies and messages of the publishes to the queues of
+/// the CTE `$queues` (id, delivery_delay), and per queue whether to wake its consumers.
+macro_rules! store_messages {
+    ($mode:ident, $queues:literal) => {
+        concat!(
+            "bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
+         where m.queue_id in (select id from ",
+            $queues,
+            ")),
+     ",
+            insert_messages!($mode, $queues, "true"),
+            "
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
+            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
+            null::uuid as duplicate
+     from ",
+            $queues,
+            " l"
+        )
+    };
+}
+
+/// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
+/// no 1 KiB body is copied into an intermediate result on the way.
+macro_rules! publish {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
+         select q.id, q.delivery_delay from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     ",
+            store_messages!($mode, "live")
+        )
+    };
+}
+
+/// Publishes whose keys (`$10` queues, `$11` keys, one entry per key) are all new to their queues, the
+/// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
+/// statement is inserting and then commits) fails the statement with a unique violation, for
+/// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
+/// failure comes before the bodies, not after.
+macro_rules! publish_new_keys {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
+         select q.id, q.delivery_delay, q.idempotency_window from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     keys as (
+         insert into idempotency_keys (queue_id, key, expires_at)
+         select k.queue_id, k.key, now() + make_interval(secs => l.idempotency_window)
+         from unnest($10::uuid[], $11::text[]) with ordinality as k(queue_id, key, i)
+         join live l on l.id = k.queue_id
+         where l.idempotency_window > 0
+         order by k.i
+         returning 1),
+     stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
+     ",
+            store_messages!($mode, "stored")
+        )
+    };
+}
+
+/// Publishes where a key may be held already: each key (`$10`, `$11` as above) is inserted or, if the
+/// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
+/// stored when its key (`$12`) is absent, or when it is the key's first use in the statement (`$13`)
+/// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
+/// exactly one of them stores the message.
+macro_rules! publish_any_keys {
+    ($mode:ident) => {
+        concat!(
+            "with live as (
+         select q.id, q.delivery_delay, q.idempotency_window from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     keys as (
+         insert into idempotency_keys as k (queue_id, key, expires_at)
+         select n.queue_id, n.key, now() + make_interval(secs => l.idempotency_window)
+         from unnest($10::uuid[], $11::text[]) with ordinality as n(queue_id, key, i)
+         join live l on l.id = n.queue_id
+         where l.idempotency_window > 0
+         order by n.i
+         on conflict (queue_id, key) do update set expires_at = excluded.expires_at
+             where k.expires_at <= now()
+         returning k.queue_id, k.key),
+     kept as (
+         select m.id from unnest($3::uuid[], $4::uuid[], $12::text[], $13::bool[]) as m(id, queue_id, key, first)
+         join live l on l.id = m.queue_id
+         where m.key is null or l.idempotency_window = 0
+            or m.first and (m.queue_id, m.key) in (select queue_id, key from keys)),
+     bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
+         where m.id in (select id from kept)),
+     ",
+            insert_messages!($mode, "live", "m.id in (select id from kept)"),
+            "
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
+            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
+            null::uuid as duplicate
+     from live l
+     union all
+     select null, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
+     where m.queue_id in (select id from live) and m.id not in (select id from kept)"
+        )
+    };
+}
+
+/// Each statement without ordering keys (index 0) and with them (index 1).
+const PUBLISH: [&str; 2] = [publish!(plain), publish!(ordered)];
+const PUBLISH_NEW_KEYS: [&str; 2] = [publish_new_keys!(plain), publish_new_keys!(ordered)];
+const PUBLISH_ANY_KEYS: [&str; 2] = [publish_any_keys!(plain), publish_any_keys!(ordered)];
+
+/// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
+/// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
+/// deleted meanwhile, or never was) stores nothing; the queues that did take their messages are returned.
+/// The commit (synchronous) is what makes a 2xx durable. Dispatchers are woken by `wake` afterwards,
+/// not here: PostgreSQL holds a lock from a notifying transaction's commit until its WAL is flushed, so
+/// a NOTIFY inside would make concurrent publishes commit one after another.
+///
+/// Keyed publishes first try `PUBLISH_NEW_KEYS`, which costs a plain insert per key; only when a key
+/// turns out to be held does the statement run again as `PUBLISH_ANY_KEYS`, whose `on conflict` costs
+/// more per key (nothing of the failed statement was committed). Both insert the keys in the order
+/// given, sorted here, so concurrent statements sharing keys wait on each other but never deadlock.
+pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Result<Published, sqlx::Error> {
+    let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
+    targets.sort_by_key(|(q, a)| (q.0, a.0));
+    targets.dedup();
+    let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
+    let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
+    let keyed = publishes.iter().any(|p| p.messages.iter().any(|m| m.idempotency_key.is_some()));
+    let ordered = usize::from(publishes.iter().any(|p| p.messages.iter().any(|m| m.ordering_key.is_some())));
+    let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
+    let (mut types, mut bodies, mut delays, mut sizes) =
+        (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
+    let mut ordering_keys = Vec::with_capacity(total);
+    let (mut message_keys, mut firsts) = (Vec::new(), Vec::new());
+    let mut keys = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for p in publishes {
+        for m in p.messages {
+            ids.push(MessageId::new());
+            queues.push(p.queue);
+            types.push(m.content_type.code());
+            bodies.push(m.body.as_ref());
+            delays.push(m.delay_seconds);
+            sizes.push(m.body.len() as i32);
+            ordering_keys.push(m.ordering_key.as_ref().map(|k| k.as_str()));
+            if keyed {
+                let key = m.idempotency_key.as_ref().map(|k| k.as_str());
+                message_keys.push(key);
+                // A key used twice in one statement is inserted once: the first message keeps it.
+                let first = key.is_none_or(|k| seen.insert((p.queue, k)));
+                if let (Some(key), true) = (key, first) {
+                    keys.push((p.queue, key));
+                }
+                firsts.push(first);
+            }
+        }
+    }
+    keys.sort_unstable_by_key(|(q, k)| (q.0, *k));
+    let (key_queues, keys): (Vec<QueueId>, Vec<&str>) = keys.into_iter().unzip();
+    let query = |statement| {
+        sqlx::query_as::<_, PublishRow>(statement)
+            .bind(&target_queues)
+            .bind(&target_accounts)
+            .bind(&ids)
+            .bind(&queues)
+            .bind(&types)
+            .bind(&bodies)
+            .bind(&delays)
+            .bind(&sizes)
+            .bind(&ordering_keys)
+    };
+    let rows = if !keyed {
+        query(PUBLISH[ordered]).fetch_all(&mut *conn).await?
+    } else {
+        // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
+        let new_keys = if firsts.iter().all(|first| *first) {
+            match query(PUBLISH_NEW_KEYS[ordered]).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
+                Err(sqlx::Error::Database(err)) if err.constraint() == Some("idempotency_keys_pkey") => None,
+                outcome => Some(outcome?),
+            }
+        } else {
+            None
+        };
+        match new_keys {
+            Some(rows) => rows,
+            None => {
+                query(PUBLISH_ANY_KEYS[ordered])
+                    .bind(&key_queues)
+                    .bind(&keys)
+                    .bind(&message_keys)
+                    .bind(&firsts)
+                    .fetch_all(&mut *conn)
+                    .await?
+            }
+        }
+    };
+    let mut published = Published::default();
+    let mut duplicate_ids = std::collections::HashSet::new();
+    for row in rows {
+        match (row.queue, row.duplicate) {
+            (Some(queue), _) => published.stored.push(Stored { queue, woken: row.woken }),
+            (None, Some(id)) => {
+                duplicate_ids.insert(id);
+            }
+            (None, None) => {}
+        }
+    }
+    let mut next = ids.iter();
+    published.duplicates = publishes
+        .iter()
+        .map(|p| next.by_ref().take(p.messages.len()).filter(|id| duplicate_ids.contains(id)).count())
+        .collect();
+    Ok(published)
+}
+
+/// Forgets up to `limit` keys past their window; returns how many. Bounded so that it never holds
+/// many row locks at once, and SKIP LOCKED so that it never waits on a publish.
+pub async fn forget_expired_keys(db: impl PgExecutor<'_>, limit: i64) -> Result<u64, sqlx::Error> {
+    let deleted = sqlx::query(
+        "delete from idempotency_keys where (queue_id, key) in (
+             select queue_id, key from idempotency_keys where expires_at <= now()
+             limit $1 for update skip locked)",
+    )
+    .bind(limit)
+    .execute(db)
+    .await?;
+    Ok(deleted.rows_affected())
+}
