@@ -129,15 +129,11 @@ macro_rules! publish {
     };
 }
 
-/// Publishes whose keys (`$10` queues, `$11` keys, one entry per key) are all new to their queues, the
-/// common case: each key is a plain insert, and a key the queue already holds (or one a concurrent
-/// statement is inserting and then commits) fails the statement with a unique violation, for
-/// `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end before any message is written, so that
-/// failure comes before the bodies, not after.
-macro_rules! publish_new_keys {
-    ($mode:ident) => {
-        concat!(
-            "with live as (
+/// The start of a publish with idempotency keys (`$10` queues, `$11` keys, one entry per key): the live
+/// queues with their windows, and the insert of the keys in the order given, to be ended by the caller.
+macro_rules! keyed_publish_start {
+    () => {
+        "with live as (
          select q.id, q.delivery_delay, q.idempotency_window from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
@@ -146,7 +142,19 @@ macro_rules! publish_new_keys {
          from unnest($10::uuid[], $11::text[]) with ordinality as k(queue_id, key, i)
          join live l on l.id = k.queue_id
          where l.idempotency_window > 0
-         order by k.i
+         order by k.i"
+    };
+}
+
+/// Publishes whose keys are all new to their queues, the common case: each key is a plain insert, and a
+/// key the queue already holds (or one a concurrent statement is inserting and then commits) fails the
+/// statement with a unique violation, for `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end
+/// before any message is written, so that failure comes before the bodies, not after.
+macro_rules! publish_new_keys {
+    ($mode:ident) => {
+        concat!(
+            keyed_publish_start!(),
+            "
          returning 1),
      stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
      ",
@@ -163,19 +171,11 @@ macro_rules! publish_new_keys {
 macro_rules! publish_any_keys {
     ($mode:ident) => {
         concat!(
-            "with live as (
-         select q.id, q.delivery_delay, q.idempotency_window from queues q
-         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
-     keys as (
-         insert into idempotency_keys as k (queue_id, key, expires_at)
-         select n.queue_id, n.key, now() + make_interval(secs => l.idempotency_window)
-         from unnest($10::uuid[], $11::text[]) with ordinality as n(queue_id, key, i)
-         join live l on l.id = n.queue_id
-         where l.idempotency_window > 0
-         order by n.i
+            keyed_publish_start!(),
+            "
          on conflict (queue_id, key) do update set expires_at = excluded.expires_at
-             where k.expires_at <= now()
-         returning k.queue_id, k.key),
+             where idempotency_keys.expires_at <= now()
+         returning idempotency_keys.queue_id, idempotency_keys.key),
      kept as (
          select m.id from unnest($3::uuid[], $4::uuid[], $12::text[], $13::bool[]) as m(id, queue_id, key, first)
          join live l on l.id = m.queue_id
