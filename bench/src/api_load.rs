@@ -173,23 +173,32 @@ impl Api {
     /// W2o's preload: as `preload`, but message i (counted from 0 over the whole preload) carries the
     /// ordering key `k{i % keys}`, so that the keys take turns as W2o drains them.
     pub async fn preload_ordered(&self, queue: &str, count: u64, body: &str, keys: u64) -> anyhow::Result<()> {
-        let batches = count.div_ceil(100);
-        let next = Arc::new(AtomicU64::new(0));
         let body = serde_json::to_string(body).expect("a string encodes");
+        self.publish_numbered(queue, count.div_ceil(100), move |batch| ordered_batch(&body, batch * 100, keys)).await
+    }
+
+    /// Publishes batches `0..batches` to `queue` over four connections, each taking the next number;
+    /// `batch(n)` is the JSON of batch n's request.
+    pub async fn publish_numbered(
+        &self,
+        queue: &str,
+        batches: u64,
+        batch: impl Fn(u64) -> String + Clone + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let next = Arc::new(AtomicU64::new(0));
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..4 {
-            let (api, queue, body, next) = (self.clone(), queue.to_owned(), body.clone(), next.clone());
+            let (api, queue, next, batch) = (self.clone(), queue.to_owned(), next.clone(), batch.clone());
             tasks.spawn(async move {
                 let mut connection = Connection::open(&api.host).await?;
                 loop {
-                    let batch = next.fetch_add(1, Ordering::Relaxed);
-                    if batch >= batches {
+                    let n = next.fetch_add(1, Ordering::Relaxed);
+                    if n >= batches {
                         break;
                     }
-                    let request = api.request(&queue, "/batch", ordered_batch(&body, batch * 100, keys).as_bytes());
-                    let answer = connection.send(&request).await?;
+                    let answer = connection.send(&api.request(&queue, "/batch", batch(n).as_bytes())).await?;
                     if answer.status != 200 {
-                        bail!("ordered preload: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
+                        bail!("publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
                     }
                 }
                 anyhow::Ok(())

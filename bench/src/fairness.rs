@@ -5,8 +5,6 @@
 //! has messages. Every key's order is checked on the way, and a broken order fails the bench.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
@@ -61,29 +59,12 @@ pub async fn measure(api: &Api, queue: &str, shape: Shape) -> anyhow::Result<Fai
 }
 
 async fn publish_big(api: &Api, queue: &str, count: u64) -> anyhow::Result<()> {
-    let batches = count.div_ceil(100);
-    let next = Arc::new(AtomicU64::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..4 {
-        let (api, queue, next) = (api.clone(), queue.to_owned(), next.clone());
-        tasks.spawn(async move {
-            let mut connection = Connection::open(&api.host).await?;
-            loop {
-                let batch = next.fetch_add(1, Ordering::Relaxed);
-                if batch >= batches {
-                    break;
-                }
-                let messages: Vec<(String, String)> =
-                    (0..100.min(count - batch * 100)).map(|i| ("big".to_owned(), format!("big-{batch}-{i}"))).collect();
-                publish(&api, &mut connection, &queue, &messages).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(task) = tasks.join_next().await {
-        task??;
-    }
-    Ok(())
+    api.publish_numbered(queue, count.div_ceil(100), move |batch| {
+        let messages: Vec<(String, String)> =
+            (0..100.min(count - batch * 100)).map(|i| ("big".to_owned(), format!("big-{batch}-{i}"))).collect();
+        batch_body(&messages)
+    })
+    .await
 }
 
 async fn publish_small(api: &Api, queue: &str, shape: Shape) -> anyhow::Result<()> {
@@ -104,14 +85,18 @@ async fn publish(
     queue: &str,
     messages: &[(String, String)],
 ) -> anyhow::Result<()> {
-    let messages: Vec<Value> =
-        messages.iter().map(|(key, body)| json!({"body": body, "content_type": "text", "ordering_key": key})).collect();
-    let body = json!({ "messages": messages }).to_string();
-    let answer = connection.send(&api.request(queue, "/batch", body.as_bytes())).await?;
+    let answer = connection.send(&api.request(queue, "/batch", batch_body(messages).as_bytes())).await?;
     if answer.status != 200 {
         bail!("fairness publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
     }
     Ok(())
+}
+
+/// The JSON of a batch of (ordering key, body) text messages.
+fn batch_body(messages: &[(String, String)]) -> String {
+    let messages: Vec<Value> =
+        messages.iter().map(|(key, body)| json!({"body": body, "content_type": "text", "ordering_key": key})).collect();
+    json!({ "messages": messages }).to_string()
 }
 
 /// Where each key's delivery has got to, and what broke its order.
