@@ -148,26 +148,9 @@ impl Api {
 
     /// Fills the queue with `count` messages of `body`, in batches of 100 over four connections.
     pub async fn preload(&self, queue: &str, count: u64, body: &str) -> anyhow::Result<()> {
-        let request = self.publish_request(queue, 100, body);
-        let left = Arc::new(AtomicU64::new(count.div_ceil(100)));
-        let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..4 {
-            let (host, request, left) = (self.host.clone(), request.clone(), left.clone());
-            tasks.spawn(async move {
-                let mut connection = Connection::open(&host).await?;
-                while left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok() {
-                    let answer = connection.send(&request).await?;
-                    if answer.status != 200 {
-                        bail!("preload: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
-                    }
-                }
-                anyhow::Ok(())
-            });
-        }
-        while let Some(task) = tasks.join_next().await {
-            task??;
-        }
-        Ok(())
+        let messages = vec![json!({"body": body, "content_type": "text"}); 100];
+        let batch = json!({ "messages": messages }).to_string();
+        self.publish_numbered(queue, count.div_ceil(100), move |_| batch.clone()).await
     }
 
     /// W2o's preload: as `preload`, but message i (counted from 0 over the whole preload) carries the
