@@ -33,6 +33,7 @@ pub struct Metrics {
     pub leases_extended: IntCounter,
     pub waiting_pulls: IntGauge,
     pub long_poll_wakeups: IntCounterVec,
+    pub long_poll_looks_skipped: IntCounter,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -151,6 +152,11 @@ impl Default for Metrics {
                 "skiplock_long_poll_wakeups_total",
                 "Long-polling waits woken, by cause: notify, timer, recheck, deadline, shutdown.",
                 &["cause"],
+            ),
+            long_poll_looks_skipped: counter(
+                &r,
+                "skiplock_long_poll_looks_skipped_total",
+                "Long-polling pulls that began waiting without looking: a look since the queue was last woken found it empty.",
             ),
             deliveries: counter_vec(
                 &r,

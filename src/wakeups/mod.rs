@@ -4,7 +4,10 @@
 //! dispatcher worker (a permit it finds when it next waits). The pulls woken together look at the queue
 //! one at a time, and a look that found nothing to lease stands for the others woken before it began,
 //! so a wake-up costs one or two looks rather than one per waiting pull. While nothing happens a waiting
-//! pull holds no database connection and costs no query.
+//! pull holds no database connection and costs no query, and a long poll that follows a look that found
+//! the queue empty may start waiting without looking again (`marks`).
+
+mod marks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -21,6 +24,8 @@ use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::store::consumers::CHANGES_CHANNEL;
 use crate::store::messages::WAKE_CHANNEL;
+use marks::Marks;
+pub use marks::{KnownEmpty, KNOWN_EMPTY_FOR};
 
 /// How long the listener waits before connecting again after losing its connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
@@ -79,8 +84,8 @@ struct Waiting {
     accounts: HashMap<AccountId, i64>,
     /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
     dispatch: HashMap<QueueId, Arc<Notify>>,
-    /// Until when this node's mark of a queue as waited on can be counted on.
-    marked: HashMap<QueueId, Instant>,
+    /// This node's marks of queues as waited on, and what it knows of the marked queues.
+    marks: Marks,
 }
 
 /// The node's long-polling pulls and dispatcher workers, and what wakes them.
@@ -156,19 +161,32 @@ impl Wakeups {
     /// in force: a publish already running may not have seen it. (One that only lengthens a mark in
     /// force is false: a publish running meanwhile sees the mark it lengthens.)
     pub async fn mark(&self, pool: &PgPool, queue: QueueId, deadline: Instant) -> Result<bool, sqlx::Error> {
-        let in_force = {
-            let mut waiting = self.waiting.lock().expect("wakeups lock");
-            let now = Instant::now();
-            waiting.marked.retain(|_, until| *until > now);
-            waiting.marked.get(&queue).copied()
-        };
+        let in_force = self.waiting.lock().expect("wakeups lock").marks.in_force(queue, Instant::now());
         if in_force.is_some_and(|until| until > deadline) {
             return Ok(false);
         }
         let written_at = Instant::now();
         crate::store::messages::wait_on(pool, queue, MARK_SECONDS).await?;
-        self.waiting.lock().expect("wakeups lock").marked.insert(queue, written_at + MARK_TRUSTED);
+        let now = Instant::now();
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        waiting.marks.written(queue, written_at + MARK_TRUSTED, now + FRESH_MARK_LOOK, now);
         Ok(in_force.is_none())
+    }
+
+    /// The last look that found `queue` empty for `account`, if nothing has been heard of the queue since
+    /// and it still holds (see `marks`).
+    pub fn known_empty(&self, account: AccountId, queue: QueueId) -> Option<KnownEmpty> {
+        self.waiting.lock().expect("wakeups lock").marks.known_empty(account, queue, Instant::now())
+    }
+
+    /// A look that found `queue` empty, kept for the long polls after it if the queue was heard throughout.
+    pub fn found_empty(&self, queue: QueueId, look: KnownEmpty) {
+        self.waiting.lock().expect("wakeups lock").marks.found_empty(queue, look, Instant::now());
+    }
+
+    /// Long polls that started waiting without looking, their queue known to be empty.
+    pub fn look_skipped(&self) {
+        self.metrics.long_poll_looks_skipped.inc();
     }
 
     pub fn max_per_account(&self) -> i64 {
@@ -176,7 +194,8 @@ impl Wakeups {
     }
 
     fn wake(&self, queue: QueueId) {
-        let waiting = self.waiting.lock().expect("wakeups lock");
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        waiting.marks.heard(queue, Instant::now());
         if let Some((_, waits)) = waiting.queues.get(&queue) {
             waits.notify.notify_waiters();
         }
@@ -188,7 +207,8 @@ impl Wakeups {
     /// Wakes every waiter and worker: after the listener lost its connection, notifications may have
     /// been missed.
     fn wake_all(&self) {
-        let waiting = self.waiting.lock().expect("wakeups lock");
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        waiting.marks.forget_all();
         for (_, waits) in waiting.queues.values() {
             waits.notify.notify_waiters();
         }
@@ -241,7 +261,12 @@ impl Wakeups {
                     n = listener.try_recv() => n,
                 };
                 match notification {
-                    Ok(Some(n)) if n.channel() == CHANGES_CHANNEL => self.consumers_changed.notify_one(),
+                    Ok(Some(n)) if n.channel() == CHANGES_CHANNEL => {
+                        if let Ok(queue) = n.payload().parse::<uuid::Uuid>() {
+                            self.waiting.lock().expect("wakeups lock").marks.heard(QueueId(queue), Instant::now());
+                        }
+                        self.consumers_changed.notify_one();
+                    }
                     Ok(Some(n)) => {
                         if let Ok(queue) = n.payload().parse::<uuid::Uuid>() {
                             self.wake(QueueId(queue));

@@ -16,6 +16,8 @@ pub struct TestApp {
     pub account: AccountId,
     pub token: String,
     pub metrics: std::sync::Arc<skiplock::metrics::Metrics>,
+    /// The node's wake-ups: what it knows of the queues long polls wait on.
+    pub wakeups: std::sync::Arc<skiplock::wakeups::Wakeups>,
     /// Where the node serves `/metrics` (empty for a remote node).
     pub metrics_address: String,
     client: reqwest::Client,
@@ -68,15 +70,17 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
-    let Started { address, metrics, metrics_address, stop } = start_node(&pool, limits).await;
+    let Started { address, metrics, wakeups, metrics_address, stop } = start_node(&pool, limits).await;
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
-    TestApp { address, pool, account, token, metrics, metrics_address, client: reqwest::Client::new(), stop }
+    let client = reqwest::Client::new();
+    TestApp { address, pool, account, token, metrics, wakeups, metrics_address, client, stop }
 }
 
 /// A node started by `start_node`.
 struct Started {
     address: String,
     metrics: std::sync::Arc<skiplock::metrics::Metrics>,
+    wakeups: std::sync::Arc<skiplock::wakeups::Wakeups>,
     metrics_address: String,
     stop: CancellationToken,
 }
@@ -101,10 +105,10 @@ async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits) -> Started 
     let stop = CancellationToken::new();
     let node = Node::start(&settings, &[Role::Api], node_pool, stop.clone()).await.expect("the node starts");
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
-    let metrics = node.shared.metrics.clone();
+    let (metrics, wakeups) = (node.shared.metrics.clone(), node.shared.wakeups.clone());
     let metrics_address = format!("http://{}", node.metrics_addr);
     tokio::spawn(node.wait());
-    Started { address, metrics, metrics_address, stop }
+    Started { address, metrics, wakeups, metrics_address, stop }
 }
 
 /// A fresh account and a token with `scopes`.
@@ -117,16 +121,18 @@ pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (Accoun
 impl TestApp {
     /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
     pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
-        let (metrics, client, stop) = (Default::default(), reqwest::Client::new(), CancellationToken::new());
-        TestApp { address, pool, account, token, metrics, metrics_address: String::new(), client, stop }
+        let (metrics, client, stop) = (std::sync::Arc::default(), reqwest::Client::new(), CancellationToken::new());
+        let wakeups = std::sync::Arc::new(skiplock::wakeups::Wakeups::new(std::sync::Arc::clone(&metrics)));
+        TestApp { address, pool, account, token, metrics, wakeups, metrics_address: String::new(), client, stop }
     }
 
     /// Another node on the same database, serving the same account with the same token.
     pub async fn another_node(&self) -> TestApp {
-        let Started { address, metrics, metrics_address, stop } =
+        let Started { address, metrics, wakeups, metrics_address, stop } =
             start_node(&self.pool, skiplock::limits::Limits::default()).await;
         let (pool, account, token) = (self.pool.clone(), self.account, self.token.clone());
-        TestApp { address, pool, account, token, metrics, metrics_address, client: reqwest::Client::new(), stop }
+        let client = reqwest::Client::new();
+        TestApp { address, pool, account, token, metrics, wakeups, metrics_address, client, stop }
     }
 
     /// Stops this app's node, as a SIGTERM would.

@@ -28,6 +28,17 @@ fn wakeups(app: &TestApp, cause: &str) -> u64 {
     app.metrics.long_poll_wakeups.with_label_values(&[cause]).get()
 }
 
+/// Waits until this node's one pull is waiting and has had the look again that follows a fresh mark, so
+/// that only a notification can wake it before its deadline.
+async fn until_waiting_after_recheck(app: &TestApp) {
+    until_waiting(app, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while wakeups(app, "recheck") == 0 {
+        assert!(Instant::now() < deadline, "no look again after the mark was written");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn messages(resp: &Resp) -> Vec<Value> {
     resp.expect_ok()["messages"].as_array().unwrap().clone()
 }
@@ -38,7 +49,7 @@ async fn a_waiting_pull_answers_as_soon_as_a_message_is_published(pool: PgPool) 
     let q = app.pull_queue("orders", json!({})).await;
     let started = Instant::now();
     let (resp, published_at) = tokio::join!(pull_resp(&app, &q, json!({"wait_time_ms": 20_000})), async {
-        until_waiting(&app, 1).await;
+        until_waiting_after_recheck(&app).await;
         app.publish_texts(&q, &["hello"]).await;
         Instant::now()
     });
@@ -57,7 +68,7 @@ async fn a_publish_on_another_node_wakes_a_pull_waiting_on_this_one(pool: PgPool
     let b = a.another_node().await;
     let q = a.pull_queue("orders", json!({})).await;
     let (resp, published_at) = tokio::join!(pull_resp(&a, &q, json!({"wait_time_ms": 20_000})), async {
-        until_waiting(&a, 1).await;
+        until_waiting_after_recheck(&a).await;
         b.publish_texts(&q, &["from b"]).await;
         Instant::now()
     });
@@ -262,4 +273,71 @@ async fn pulls_waiting_together_each_get_one_of_the_messages_published_one_by_on
     got.sort();
     assert_eq!(got, ["four", "one", "three", "two"], "each waiting pull got one message");
     assert!(started.elapsed() < Duration::from_secs(15), "no pull waited for its deadline");
+}
+
+/// Pulls on `queue` (waiting 1 s) until one ends with the queue known to be empty on this node.
+async fn until_known_empty(app: &TestApp, queue: &str) {
+    let id: skiplock::ids::QueueId = queue.parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app.wakeups.known_empty(app.account, id).is_none() {
+        assert!(Instant::now() < deadline, "no look found the queue empty");
+        assert!(messages(&pull_resp(app, queue, json!({"wait_time_ms": 1000})).await).is_empty());
+    }
+}
+
+/// Waits until this node has heard of a change of `queue` and no longer counts it as empty.
+async fn until_heard(app: &TestApp, queue: &str) {
+    let id: skiplock::ids::QueueId = queue.parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app.wakeups.known_empty(app.account, id).is_some() {
+        assert!(Instant::now() < deadline, "the change was not heard on this node");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[sqlx::test]
+async fn a_long_poll_after_an_empty_look_waits_without_reading_the_queue_yet_gets_a_message_published_since(
+    pool: PgPool,
+) {
+    let a = spawn_app(pool).await;
+    let b = a.another_node().await;
+    let q = a.pull_queue("orders", json!({})).await;
+    until_known_empty(&a, &q).await;
+    let skipped = a.metrics.long_poll_looks_skipped.get();
+    let resp = pull_resp(&a, &q, json!({"wait_time_ms": 300})).await;
+    assert!(messages(&resp).is_empty());
+    assert_eq!(resp.result()["message_backlog_count"], 0, "an empty queue's backlog, not counted");
+    assert_eq!(a.metrics.long_poll_looks_skipped.get(), skipped + 1, "it waited without looking");
+    // Published between pulls, on another node: nobody waits, but this node hears of it.
+    b.publish_texts(&q, &["between pulls"]).await;
+    until_heard(&a, &q).await;
+    let started = Instant::now();
+    let resp = pull_resp(&a, &q, json!({"wait_time_ms": 20_000})).await;
+    assert_eq!(messages(&resp)[0]["body"], "between pulls", "{}", resp.body);
+    assert!(started.elapsed() < PROMPT, "found by a look, not left to the deadline: {:?}", started.elapsed());
+    assert_eq!(a.metrics.long_poll_looks_skipped.get(), skipped + 1);
+}
+
+#[sqlx::test]
+async fn a_queue_known_to_be_empty_is_read_again_after_its_consumer_or_settings_change_on_another_node(pool: PgPool) {
+    let a = spawn_app(pool).await;
+    let b = a.another_node().await;
+    let q = a.pull_queue("orders", json!({})).await;
+    until_known_empty(&a, &q).await;
+    b.patch(&format!("queues/{q}"), json!({"settings": {"delivery_paused": true}})).await.expect_ok();
+    until_heard(&a, &q).await;
+    pull_resp(&a, &q, json!({"wait_time_ms": 20_000})).await.expect_error(409);
+    b.patch(&format!("queues/{q}"), json!({"settings": {"delivery_paused": false}})).await.expect_ok();
+    until_known_empty(&a, &q).await;
+    let consumer =
+        b.get(&format!("queues/{q}/consumers")).await.result()[0]["consumer_id"].as_str().unwrap().to_owned();
+    b.delete(&format!("queues/{q}/consumers/{consumer}")).await.expect_ok();
+    until_heard(&a, &q).await;
+    let refused = pull_resp(&a, &q, json!({"wait_time_ms": 20_000})).await.expect_error(409);
+    assert!(refused.contains("no http_pull consumer"), "{refused}");
+    b.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull"})).await.expect_ok();
+    until_known_empty(&a, &q).await;
+    b.delete(&format!("queues/{q}")).await.expect_ok();
+    until_heard(&a, &q).await;
+    pull_resp(&a, &q, json!({"wait_time_ms": 20_000})).await.expect_error(404);
 }
