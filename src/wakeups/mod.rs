@@ -24,8 +24,8 @@ use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::store::consumers::CHANGES_CHANNEL;
 use crate::store::messages::WAKE_CHANNEL;
+pub use marks::KnownEmpty;
 use marks::Marks;
-pub use marks::{KnownEmpty, KNOWN_EMPTY_FOR};
 
 /// How long the listener waits before connecting again after losing its connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
