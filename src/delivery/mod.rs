@@ -14,7 +14,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{Claim, ClaimSpec, Extension, Retry, SlotRequest};
+use crate::store::messages::{Claim, ClaimSpec, Extension, HeldSlot, Retry, SlotRequest};
 use crate::store::{self};
 
 pub use crate::ids::MessageId;
@@ -55,6 +55,8 @@ pub struct Settled {
     /// Messages retried or, out of deliveries, dead-lettered or dropped.
     pub retried: HashSet<MessageId>,
     pub exhausted: usize,
+    /// Whether the batch's dispatch slot went back with the acks.
+    pub released: bool,
 }
 
 /// The node's delivery core, shared by the API and the dispatcher.
@@ -127,6 +129,7 @@ impl Delivery {
             self.exhausted(route, claim.exhausted);
             leased.exhausted += claim.exhausted;
             leased.slot = leased.slot.or(claim.slot);
+            leased.next_in_ms = leased.next_in_ms.or(claim.next_in_ms);
             if leased.secrets.is_empty() {
                 leased.secrets = claim.secrets;
             }
@@ -141,7 +144,8 @@ impl Delivery {
 
     /// Applies a batch's answers. None when the account has no such queue. `route` is needed only when
     /// some answer is a retry (an ack needs no more than the queue); `floor_seconds` is the least delay of
-    /// any retry (a receiver's Retry-After).
+    /// any retry (a receiver's Retry-After). A batch of acks alone gives `slot` back in the same statement,
+    /// the common case of a webhook delivery; else the caller releases it.
     pub async fn settle(
         &self,
         account: AccountId,
@@ -149,12 +153,17 @@ impl Delivery {
         route: Option<&Route>,
         answers: &[Answer],
         floor_seconds: i64,
+        slot: Option<HeldSlot>,
     ) -> Result<Option<Settled>, sqlx::Error> {
         let policy = route.map_or(RetryPolicy::constant(0), |r| r.retry);
         let (acks, retries) = plan(answers, &policy, floor_seconds);
         let mut settled = Settled::default();
         if !acks.is_empty() {
-            let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
+            let release = slot.filter(|_| retries.is_empty());
+            let Some(done) = store::messages::ack(&self.pool, account, queue, &acks, release).await? else {
+                return Ok(None);
+            };
+            settled.released = release.is_some();
             let gone = done.deleted;
             self.backlog.removed(queue, gone.ids.len(), gone.bytes);
             // An acked message with an ordering key let the key's next message go.

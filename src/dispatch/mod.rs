@@ -29,7 +29,7 @@ use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
 use crate::store::dispatch::WebhookConsumerRow;
-use crate::store::messages::{SlotRequest, StoredMessage};
+use crate::store::messages::{HeldSlot, SlotRequest, StoredMessage};
 use crate::store::{self};
 use crate::wakeups::Wakeups;
 use client::{Reply, WebhookClient};
@@ -121,6 +121,9 @@ pub struct Batch {
     pub messages: Vec<StoredMessage>,
     pub slot: Option<i32>,
     pub secrets: Vec<String>,
+    /// How soon the queue's next message becomes deliverable (a delayed or leased one, this batch's own
+    /// lease included) as the claim found it, when it leased anything: the worker's timer.
+    pub next_due: Option<Duration>,
     route: Route,
 }
 
@@ -168,7 +171,12 @@ impl Dispatcher {
             self.slots_made.lock().expect("slots lock").insert(key);
         }
         let claim = self.delivery.lease(&route, Some(slot), c.batch_size, lease_ms).await?;
-        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets, route })
+        // Exhausted messages took places in the batch that deliverable ones behind them may want: now.
+        let next_due = (!claim.messages.is_empty()).then(|| {
+            let next_ms = claim.next_in_ms.map_or(lease_ms, |next| next.clamp(0, lease_ms));
+            Duration::from_millis(if claim.exhausted > 0 { 0 } else { next_ms as u64 })
+        });
+        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets, next_due, route })
     }
 
     /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that
@@ -200,10 +208,10 @@ impl Dispatcher {
         let reply = self.client.post(&c.url, &headers, body).await;
         let elapsed = started.elapsed().as_secs_f64();
         metrics.batches_in_flight.dec();
-        let outcome = self.settle(c, &batch, &ids, reply).await;
+        let (outcome, released) = self.settle(c, &batch, &ids, reply).await;
         metrics.deliveries.with_label_values(&[outcome.kind.as_str()]).inc();
         metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed);
-        if let Some(slot) = batch.slot {
+        if let Some(slot) = batch.slot.filter(|_| !released) {
             if let Err(err) = store::dispatch::release_slot(&self.pool, c.id, slot).await {
                 tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
             }
@@ -221,8 +229,9 @@ impl Dispatcher {
         }
     }
 
-    /// Turns the reply into acks and retries and applies them.
-    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> Outcome {
+    /// Turns the reply into acks and retries and applies them; true when the batch's slot went back with
+    /// them.
+    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> (Outcome, bool) {
         let messages = &batch.messages;
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let Reading { kind, decisions, failure, floor } = outcome::read(reply, &id_refs);
@@ -239,16 +248,19 @@ impl Dispatcher {
             tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
         let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
-        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
+        let slot = batch.slot.map(|slot| HeldSlot { consumer: c.id, slot });
+        let mut released = false;
+        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor, slot).await {
             Ok(Some(settled)) => {
                 outcome.acked = settled.acked.len();
                 outcome.retried = settled.retried.len();
+                released = settled.released;
             }
             Ok(None) => tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery"),
             Err(err) => {
                 tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves")
             }
         }
-        outcome
+        (outcome, released)
     }
 }

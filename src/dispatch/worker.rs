@@ -166,19 +166,15 @@ async fn next_step(
     let batch = dispatcher.claim(consumer).await?;
     let claimed = batch.messages.len() as i64;
     if claimed > 0 {
+        let next_due = batch.next_due;
         deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
-        if claimed >= consumer.batch_size {
-            return Ok(Next::More);
-        }
+        // A partial batch took all that was ready: a publish or retry meanwhile wakes the worker, and
+        // the claim said when the next delayed or leased message is due, so no look is spent on it.
+        return Ok(if claimed >= consumer.batch_size { Next::More } else { Next::Wait(next_due) });
     }
-    // A partial batch took all that was ready (a publish meanwhile wakes the worker), so no claim is
-    // spent finding that out; an empty claim means nothing ready, or every slot taken.
+    // An empty claim means nothing ready, or every slot taken.
     let ready = store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
-    Ok(match (ready.ready > 0, claimed > 0) {
-        (true, true) => Next::More,
-        (true, false) => Next::SlotsTaken,
-        (false, _) => Next::Wait(until_next(&ready)),
-    })
+    Ok(if ready.ready > 0 { Next::SlotsTaken } else { Next::Wait(until_next(&ready)) })
 }
 
 /// Delivers `batch` in a task of its own, holding `place` until the answer is applied; the task

@@ -70,6 +70,10 @@ pub struct Claim {
     /// The consumer's signing secrets as this claim read them (webhook claims only), so a batch
     /// claimed after a rotation answered is signed with the new secret on every node.
     pub secrets: Vec<String>,
+    /// Webhook claims that leased something: milliseconds until the queue's next delayed or leased
+    /// message (other than those just leased) becomes visible, so the dispatcher needs no look of its own
+    /// after a partial batch.
+    pub next_in_ms: Option<i64>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -85,6 +89,7 @@ struct ClaimRow {
     slot: Option<i32>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
+    next_in_ms: Option<i64>,
 }
 
 /// A webhook claim also takes one of its consumer's dispatch slots, so that no more than
@@ -95,6 +100,13 @@ pub struct SlotRequest {
     pub max_concurrency: i32,
     /// How long the slot is held if it is never released (a node that died mid-delivery).
     pub hold_ms: i64,
+}
+
+/// A dispatch slot a webhook batch holds until its answer is applied.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldSlot {
+    pub consumer: ConsumerId,
+    pub slot: i32,
 }
 
 /// How a queue's messages are claimed.
@@ -131,7 +143,7 @@ pub async fn claim(
                and (s.consumer_id, s.slot) = (
                    select consumer_id, slot from dispatch_slots
                    where consumer_id = $7 and slot < $8 and held_until < now()
-                   order by slot limit 1
+                   limit 1
                    for update skip locked)
                and exists (select 1 from candidates where attempts < $3)
              returning s.slot),
@@ -151,10 +163,13 @@ pub async fn claim(
                 c.dead_lettered_at, c.ordering_key, (select slot from slot),
                 (select signing_secret from consumers where id = $7),
                 (select previous_signing_secret from consumers
-                 where id = $7 and previous_secret_expires_at > now())
+                 where id = $7 and previous_secret_expires_at > now()),
+                case when $7 is not null then
+                    (select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
+                     where queue_id = $1 and available_at > now() and available_at < 'infinity') end as next_in_ms
          from claimed c join message_bodies b on b.id = c.id
          union all
-         select id, -1, null, null, null, null, null, null, null, null, null from exhausted"
+         select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted"
     ))
     .bind(spec.queue)
     .bind(spec.dead_letter_queue)
@@ -170,6 +185,7 @@ pub async fn claim(
     let mut claim = Claim::default();
     for row in rows {
         claim.slot = claim.slot.or(row.slot);
+        claim.next_in_ms = claim.next_in_ms.or(row.next_in_ms);
         if claim.secrets.is_empty() {
             claim.secrets.extend(row.signing_secret.into_iter().chain(row.previous_signing_secret));
         }
@@ -342,17 +358,19 @@ pub const WAKE_CHANNEL: &str = "skiplock_messages";
 /// no durability, so it commits without waiting for the WAL flush (`set_config` with `is_local` holds
 /// for the statement's implicit transaction). Notifying every queue read by pulls sent about one
 /// notification per publish statement under W3 (single publishes), and PostgreSQL's CPU per message rose
-/// from 12 to 22 µs in that (noisy) run, hence the filter.
+/// from 12 to 22 µs in that (noisy) run, hence the filter. Two statements rather than one with
+/// `$2 or exists (...)`: PostgreSQL planned that one again at every call (a custom plan folds `$2`), a
+/// third of its cost on the publish path.
 pub async fn wake(pool: &PgPool, queues: &[QueueId], all: bool) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    let sql = if all {
+        "select pg_notify('skiplock_messages', q::text)
+         from unnest($1::uuid[]) q, (select set_config('synchronous_commit', 'off', true)) s"
+    } else {
         "select pg_notify('skiplock_messages', q::text)
          from unnest($1::uuid[]) q, (select set_config('synchronous_commit', 'off', true)) s
-         where $2 or exists (select 1 from queue_waiters w where w.queue_id = q and w.until > now())",
-    )
-    .bind(queues)
-    .bind(all)
-    .execute(pool)
-    .await?;
+         where exists (select 1 from queue_waiters w where w.queue_id = q and w.until > now())"
+    };
+    sqlx::query(sql).bind(queues).execute(pool).await?;
     Ok(())
 }
 
@@ -418,13 +436,15 @@ pub struct Acked {
 }
 
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
-/// account's, so an ack costs one round trip, not a look-up of the queue and then a delete.
+/// account's, so an ack costs one round trip, not a look-up of the queue and then a delete; a webhook
+/// batch's dispatch slot (`release`) is given back in the same statement.
 /// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
 pub async fn ack(
     db: impl PgExecutor<'_>,
     account: AccountId,
     queue: QueueId,
     ids: &[MessageId],
+    release: Option<HeldSlot>,
 ) -> Result<Option<Acked>, sqlx::Error> {
     type Row = (Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>, Option<bool>);
     let rows: Vec<Row> = sqlx::query_as(
@@ -434,12 +454,15 @@ pub async fn ack(
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
              returning m.id, m.size, m.ordering_key is not null as keyed),
-         bodies as (delete from message_bodies b using gone where b.id = gone.id)
+         bodies as (delete from message_bodies b using gone where b.id = gone.id),
+         freed as (update dispatch_slots set held_until = '-infinity' where consumer_id = $4 and slot = $5)
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
     .bind(account)
     .bind(queue)
     .bind(ids)
+    .bind(release.map(|r| r.consumer))
+    .bind(release.map(|r| r.slot))
     .fetch_all(db)
     .await?;
     let Some((consumer_kind, _, _, _)) = rows.first() else { return Ok(None) };

@@ -30,6 +30,30 @@ async fn a_delayed_message_is_delivered_when_its_delay_ends(pool: PgPool) {
     running.stop().await;
 }
 
+/// A batch that took all that was ready sets the worker's timer from its own claim: a delayed message
+/// published beside it, which wakes nobody when its delay ends, is delivered then.
+#[sqlx::test]
+async fn a_delayed_message_beside_a_delivered_one_is_delivered_when_its_delay_ends(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("mixed", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    // One delivery first, so the worker has settled after its start-up looks and waits on its timer.
+    app.publish_texts(&hook.queue, &["first"]).await;
+    receiver.wait_for(1, DEADLINE).await;
+    let sent = Instant::now();
+    let messages = json!({"messages": [
+        {"body": "now", "content_type": "text"},
+        {"body": "soon", "content_type": "text", "delay_seconds": 2},
+    ]});
+    app.post(&format!("queues/{}/messages/batch", hook.queue), messages).await.expect_ok();
+    let got = receiver.wait_for(3, DEADLINE).await;
+    assert_eq!(got[1].body["messages"][0]["body"], "now");
+    assert_eq!(got[2].body["messages"][0]["body"], "soon");
+    assert!(got[2].at - sent >= Duration::from_secs(2), "delivered before its delay ended");
+    running.stop().await;
+}
+
 #[sqlx::test]
 async fn a_retried_message_comes_back_when_its_retry_delay_ends(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
@@ -64,6 +88,30 @@ async fn a_batch_whose_node_died_is_delivered_when_its_lease_runs_out(pool: PgPo
     let got = receiver.wait_for(1, DEADLINE).await;
     assert!(got[0].at - claimed_at >= Duration::from_secs(5), "delivered while the dead node's lease held");
     assert_eq!(got[0].body["messages"][0]["attempts"], 2);
+    running.stop().await;
+}
+
+/// As above, with a delivery in between: the claim that delivered it also found the dead node's lease
+/// and set the worker's timer for it.
+#[sqlx::test]
+async fn a_dead_nodes_batch_is_delivered_when_its_lease_runs_out_after_other_deliveries(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    app.publish_texts(&hook.queue, &["orphaned"]).await;
+    let dead = crate::helpers::dispatcher(&pool, Duration::from_millis(100)).await;
+    let consumer = crate::helpers::webhook_consumer(&dead, &hook).await;
+    let claimed_at = Instant::now();
+    assert_eq!(dead.claim(&consumer).await.unwrap().messages.len(), 1);
+    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    // The second delivery's claim is the worker's last look before the lease runs out.
+    for (delivered, body) in [(1, "first"), (2, "fresh")] {
+        app.publish_texts(&hook.queue, &[body]).await;
+        receiver.wait_for(delivered, DEADLINE).await;
+    }
+    let got = receiver.wait_for(3, DEADLINE).await;
+    assert_eq!(got[2].body["messages"][0]["body"], "orphaned");
+    assert!(got[2].at - claimed_at >= Duration::from_secs(5), "delivered while the dead node's lease held");
     running.stop().await;
 }
 
