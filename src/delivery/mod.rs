@@ -125,7 +125,10 @@ impl Delivery {
         let mut leased = Claim::default();
         for _ in 0..MAX_CLAIMS_PER_LEASE {
             let want = limit - leased.messages.len() as i64;
-            let claim = store::messages::claim(&self.pool, route.spec, slot, want, visibility_ms).await?;
+            let mut claim = store::messages::claim(&self.pool, route.spec, slot, want, visibility_ms).await?;
+            if !claim.used_up.is_empty() {
+                claim.exhausted = store::messages::dead_letter(&self.pool, route.spec, &claim.used_up).await?;
+            }
             self.exhausted(route, claim.exhausted);
             leased.exhausted += claim.exhausted;
             leased.slot = leased.slot.or(claim.slot);
@@ -134,7 +137,7 @@ impl Delivery {
                 leased.secrets = claim.secrets;
             }
             leased.messages.extend(claim.messages);
-            if slot.is_some() || claim.exhausted == 0 || leased.messages.len() as i64 >= limit {
+            if slot.is_some() || claim.used_up.is_empty() || leased.messages.len() as i64 >= limit {
                 break;
             }
         }
