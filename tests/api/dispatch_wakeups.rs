@@ -71,19 +71,25 @@ async fn a_retried_message_comes_back_when_its_retry_delay_ends(pool: PgPool) {
     running.stop().await;
 }
 
+/// A webhook queue whose one message ("orphaned") a node claimed and then died with, and when it
+/// claimed it: a short receiver timeout gives that node's lease about five seconds.
+async fn orphan_a_batch(app: &TestApp, pool: &PgPool) -> (Receiver, crate::helpers::Hook, Instant) {
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    app.publish_texts(&hook.queue, &["orphaned"]).await;
+    let dead = crate::helpers::dispatcher(pool, Duration::from_millis(100)).await;
+    let consumer = crate::helpers::webhook_consumer(&dead, &hook).await;
+    let claimed_at = Instant::now();
+    assert_eq!(dead.claim(&consumer).await.unwrap().messages.len(), 1);
+    (receiver, hook, claimed_at)
+}
+
 /// A node claimed a batch and died before delivering it: another node's worker, asleep, delivers it
 /// when the lease runs out.
 #[sqlx::test]
 async fn a_batch_whose_node_died_is_delivered_when_its_lease_runs_out(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
-    app.publish_texts(&hook.queue, &["orphaned"]).await;
-    // The dead node: a short receiver timeout gives a lease of about five seconds.
-    let dead = crate::helpers::dispatcher(&pool, Duration::from_millis(100)).await;
-    let consumer = crate::helpers::webhook_consumer(&dead, &hook).await;
-    let claimed_at = Instant::now();
-    assert_eq!(dead.claim(&consumer).await.unwrap().messages.len(), 1);
+    let (receiver, _, claimed_at) = orphan_a_batch(&app, &pool).await;
     let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
     let got = receiver.wait_for(1, DEADLINE).await;
     assert!(got[0].at - claimed_at >= Duration::from_secs(5), "delivered while the dead node's lease held");
@@ -96,13 +102,7 @@ async fn a_batch_whose_node_died_is_delivered_when_its_lease_runs_out(pool: PgPo
 #[sqlx::test]
 async fn a_dead_nodes_batch_is_delivered_when_its_lease_runs_out_after_other_deliveries(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
-    app.publish_texts(&hook.queue, &["orphaned"]).await;
-    let dead = crate::helpers::dispatcher(&pool, Duration::from_millis(100)).await;
-    let consumer = crate::helpers::webhook_consumer(&dead, &hook).await;
-    let claimed_at = Instant::now();
-    assert_eq!(dead.claim(&consumer).await.unwrap().messages.len(), 1);
+    let (receiver, hook, claimed_at) = orphan_a_batch(&app, &pool).await;
     let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
     // The second delivery's claim is the worker's last look before the lease runs out.
     for (delivered, body) in [(1, "first"), (2, "fresh")] {
