@@ -3,7 +3,7 @@
 //! a batch's places, resolves acks and retries with one set of precedence rules, and records activity
 //! and backlog changes once, whoever the caller is.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use sqlx::PgPool;
@@ -14,7 +14,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{Claim, ClaimSpec, Extension, HeldSlot, Retry, SlotRequest};
+use crate::store::messages::{AckedBatch, Claim, ClaimSpec, Extension, Retry, SlotRequest};
 use crate::store::{self};
 
 pub use crate::ids::MessageId;
@@ -55,8 +55,6 @@ pub struct Settled {
     /// Messages retried or, out of deliveries, dead-lettered or dropped.
     pub retried: HashSet<MessageId>,
     pub exhausted: usize,
-    /// Whether the batch's dispatch slot went back with the acks.
-    pub released: bool,
 }
 
 /// The node's delivery core, shared by the API and the dispatcher.
@@ -147,8 +145,7 @@ impl Delivery {
 
     /// Applies a batch's answers. None when the account has no such queue. `route` is needed only when
     /// some answer is a retry (an ack needs no more than the queue); `floor_seconds` is the least delay of
-    /// any retry (a receiver's Retry-After). A batch of acks alone gives `slot` back in the same statement,
-    /// the common case of a webhook delivery; else the caller releases it.
+    /// any retry (a receiver's Retry-After).
     pub async fn settle(
         &self,
         account: AccountId,
@@ -156,26 +153,14 @@ impl Delivery {
         route: Option<&Route>,
         answers: &[Answer],
         floor_seconds: i64,
-        slot: Option<HeldSlot>,
     ) -> Result<Option<Settled>, sqlx::Error> {
         let policy = route.map_or(RetryPolicy::constant(0), |r| r.retry);
         let (acks, retries) = plan(answers, &policy, floor_seconds);
         let mut settled = Settled::default();
         if !acks.is_empty() {
-            let release = slot.filter(|_| retries.is_empty());
-            let Some(done) = store::messages::ack(&self.pool, account, queue, &acks, release).await? else {
-                return Ok(None);
-            };
-            settled.released = release.is_some();
-            let gone = done.deleted;
-            self.backlog.removed(queue, gone.ids.len(), gone.bytes);
-            // An acked message with an ordering key let the key's next message go.
-            if gone.keyed {
-                self.wake(queue, done.consumer_kind == Some(ConsumerKind::Webhook));
-            }
-            let kind = route.map(|r| r.kind).or(done.consumer_kind);
-            self.activity.acked(queue, kind.unwrap_or(ConsumerKind::HttpPull), gone.ids.len());
-            settled.acked = gone.ids.into_iter().collect();
+            let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
+            let kind = route.map(|r| r.kind).or(done.consumer_kind).unwrap_or(ConsumerKind::HttpPull);
+            settled.acked = self.acked(queue, kind, done.deleted);
         }
         if !retries.is_empty() {
             let route = route.expect("a settle with retries is given the queue's route");
@@ -189,6 +174,38 @@ impl Delivery {
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
         Ok(Some(settled))
+    }
+
+    /// Applies the acks of many webhook batches answered with acks alone, and gives their dispatch slots
+    /// back, in one statement. For each batch, in order: None when its account has no such queue, else the
+    /// messages its acks deleted.
+    pub async fn settle_acked_batches(
+        &self,
+        batches: &[AckedBatch],
+    ) -> Result<Vec<Option<HashSet<MessageId>>>, sqlx::Error> {
+        let deleted = store::messages::ack_batches(&self.pool, batches).await?;
+        let mut gone_by_queue = HashMap::with_capacity(deleted.len());
+        for (queue, gone) in deleted {
+            gone_by_queue.insert(queue, self.acked(queue, ConsumerKind::Webhook, gone));
+        }
+        Ok(batches
+            .iter()
+            .map(|b| {
+                let gone = gone_by_queue.get(&b.queue)?;
+                Some(b.ids.iter().filter(|id| gone.contains(id)).copied().collect())
+            })
+            .collect())
+    }
+
+    /// Records what an ack deleted from a queue (its backlog, its activity), wakes whoever waits on it
+    /// when an acked message's ordering key lets the next one go, and returns the ids.
+    fn acked(&self, queue: QueueId, kind: ConsumerKind, gone: store::messages::Deleted) -> HashSet<MessageId> {
+        self.backlog.removed(queue, gone.ids.len(), gone.bytes);
+        if gone.keyed {
+            self.wake(queue, kind == ConsumerKind::Webhook);
+        }
+        self.activity.acked(queue, kind, gone.ids.len());
+        gone.ids.into_iter().collect()
     }
 
     /// Extends leases of the account's queue (a consumer's heartbeat), for pull and webhook leases alike.

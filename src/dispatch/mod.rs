@@ -5,6 +5,7 @@
 //! `deliver` is one delivery from claim to outcome; `worker` runs one consumer's loop; `run` keeps a
 //! worker for every active webhook consumer, asleep until NOTIFY or the consumer's own timer wakes it.
 
+mod acks;
 pub mod client;
 pub mod guard;
 mod outcome;
@@ -29,7 +30,7 @@ use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
 use crate::store::dispatch::WebhookConsumerRow;
-use crate::store::messages::{HeldSlot, SlotRequest, StoredMessage};
+use crate::store::messages::{AckedBatch, HeldSlot, SlotRequest, StoredMessage};
 use crate::store::{self};
 use crate::wakeups::Wakeups;
 use client::{Reply, WebhookClient};
@@ -73,6 +74,8 @@ pub struct Dispatcher {
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
     /// This node's deliveries in flight, by account.
     in_flight: Arc<share::InFlight>,
+    /// Batches answered with acks alone are settled together.
+    acks: acks::AckCollector,
 }
 
 /// A webhook consumer as the dispatcher works with it.
@@ -124,6 +127,9 @@ pub struct Batch {
     /// How soon the queue's next message becomes deliverable (a delayed or leased one, this batch's own
     /// lease included) as the claim found it, when it leased anything: the worker's timer.
     pub next_due: Option<Duration>,
+    /// Whether the batch's acks are applied without waiting for other batches' (see `acks`): its next
+    /// delivery waits on them.
+    pub settle_at_once: bool,
     route: Route,
 }
 
@@ -136,7 +142,9 @@ impl Dispatcher {
         (activity, delivery, wakeups): (Arc<Activity>, Arc<Delivery>, Arc<Wakeups>),
     ) -> Self {
         let in_flight = share::InFlight::new(settings.max_in_flight);
-        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made: Default::default(), in_flight }
+        let acks = acks::AckCollector::start(delivery.clone());
+        let slots_made = Default::default();
+        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made, in_flight, acks }
     }
 
     /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.
@@ -176,7 +184,9 @@ impl Dispatcher {
             let next_ms = claim.next_in_ms.map_or(lease_ms, |next| next.clamp(0, lease_ms));
             Duration::from_millis(if claim.exhausted > 0 { 0 } else { next_ms as u64 })
         });
-        Ok(Batch { messages: claim.messages, slot: claim.slot, secrets: claim.secrets, next_due, route })
+        let settle_at_once = claim.messages.iter().any(|m| m.ordering_key.is_some());
+        let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
+        Ok(Batch { messages, slot, secrets, next_due, settle_at_once, route })
     }
 
     /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that
@@ -248,19 +258,33 @@ impl Dispatcher {
             tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
         let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
-        let slot = batch.slot.map(|slot| HeldSlot { consumer: c.id, slot });
-        let mut released = false;
-        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor, slot).await {
+        // Acks alone, the common answer, go with other batches' acks and give the slot back with them.
+        if answers.iter().all(|a| a.decision == Decision::Ack) {
+            let slot = batch.slot.map(|slot| HeldSlot { consumer: c.id, slot });
+            let ids = answers.iter().map(|a| a.id).collect();
+            let acked = AckedBatch { account: c.account_id, queue: c.queue_id, ids, slot };
+            return match self.acks.ack(acked, batch.settle_at_once).await {
+                Ok(Some(gone)) => (Outcome { acked: gone.len(), ..outcome }, true),
+                Ok(None) => {
+                    tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery");
+                    (outcome, true)
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves");
+                    (outcome, false)
+                }
+            };
+        }
+        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
             Ok(Some(settled)) => {
                 outcome.acked = settled.acked.len();
                 outcome.retried = settled.retried.len();
-                released = settled.released;
             }
             Ok(None) => tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery"),
             Err(err) => {
                 tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves")
             }
         }
-        (outcome, released)
+        (outcome, false)
     }
 }

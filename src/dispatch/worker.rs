@@ -187,6 +187,9 @@ fn deliver(
     in_flight: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) {
+    // The consumer's last slot on this node: the next batch waits on this one's answer being applied.
+    let last_slot = in_flight.len() + 1 >= consumer.max_concurrency.max(1) as usize;
+    let batch = super::Batch { settle_at_once: batch.settle_at_once || last_slot, ..batch };
     let (dispatcher, consumer, shutdown) = (dispatcher.clone(), consumer.clone(), shutdown.clone());
     in_flight.spawn(async move {
         let grace = dispatcher.settings.shutdown_grace;

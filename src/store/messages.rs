@@ -459,15 +459,13 @@ pub struct Acked {
 }
 
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
-/// account's, so an ack costs one round trip, not a look-up of the queue and then a delete; a webhook
-/// batch's dispatch slot (`release`) is given back in the same statement.
+/// account's, so an ack costs one round trip, not a look-up of the queue and then a delete.
 /// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
 pub async fn ack(
     db: impl PgExecutor<'_>,
     account: AccountId,
     queue: QueueId,
     ids: &[MessageId],
-    release: Option<HeldSlot>,
 ) -> Result<Option<Acked>, sqlx::Error> {
     type Row = (Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>, Option<bool>);
     let rows: Vec<Row> = sqlx::query_as(
@@ -477,15 +475,12 @@ pub async fn ack(
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
              returning m.id, m.size, m.ordering_key is not null as keyed),
-         bodies as (delete from message_bodies b using gone where b.id = gone.id),
-         freed as (update dispatch_slots set held_until = '-infinity' where consumer_id = $4 and slot = $5)
+         bodies as (delete from message_bodies b using gone where b.id = gone.id)
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
     .bind(account)
     .bind(queue)
     .bind(ids)
-    .bind(release.map(|r| r.consumer))
-    .bind(release.map(|r| r.slot))
     .fetch_all(db)
     .await?;
     let Some((consumer_kind, _, _, _)) = rows.first() else { return Ok(None) };
@@ -493,6 +488,81 @@ pub async fn ack(
     // The queue's row comes back once with no message when nothing was deleted.
     let deleted = rows.into_iter().filter_map(|(_, id, size, keyed)| Some((id?, size?, keyed?))).collect();
     Ok(Some(Acked { deleted, consumer_kind }))
+}
+
+/// A webhook batch answered with acks alone: its messages, and the dispatch slot it holds.
+#[derive(Debug, Clone)]
+pub struct AckedBatch {
+    pub account: AccountId,
+    pub queue: QueueId,
+    pub ids: Vec<MessageId>,
+    pub slot: Option<HeldSlot>,
+}
+
+/// Applies the acks of many webhook batches, of any queues and accounts, and gives their dispatch slots
+/// back, in one statement. Each batch's messages are deleted only from its queue, and only if the queue
+/// is its account's. Returns, per queue found, what was deleted there; a queue not found is absent.
+pub async fn ack_batches(
+    db: impl PgExecutor<'_>,
+    batches: &[AckedBatch],
+) -> Result<Vec<(QueueId, Deleted)>, sqlx::Error> {
+    let mut accounts = Vec::new();
+    let mut queues = Vec::new();
+    let mut ids = Vec::new();
+    for batch in batches {
+        for id in &batch.ids {
+            accounts.push(batch.account);
+            queues.push(batch.queue);
+            ids.push(*id);
+        }
+    }
+    let slots: Vec<HeldSlot> = batches.iter().filter_map(|b| b.slot).collect();
+    let consumers: Vec<ConsumerId> = slots.iter().map(|s| s.consumer).collect();
+    let numbers: Vec<i32> = slots.iter().map(|s| s.slot).collect();
+    type Row = (QueueId, Option<MessageId>, Option<i32>, Option<bool>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "with targets as (
+             select q.id, q.account_id from queues q
+             where (q.id, q.account_id) in (select * from unnest($2::uuid[], $1::uuid[]))),
+         acked as (
+             select a.id, a.queue_id from unnest($1::uuid[], $2::uuid[], $3::uuid[]) as a(account_id, queue_id, id)
+             where (a.queue_id, a.account_id) in (select id, account_id from targets)),
+         gone as (
+             delete from messages m where m.id = any(array(select id from acked))
+               and (m.queue_id, m.id) in (select queue_id, id from acked)
+             returning m.queue_id, m.id, m.size, m.ordering_key is not null as keyed),
+         bodies as (delete from message_bodies b where b.id = any(array(select id from gone))),
+         freed as (
+             update dispatch_slots s set held_until = '-infinity'
+             from unnest($4::uuid[], $5::int4[]) as f(consumer_id, slot)
+             where s.consumer_id = f.consumer_id and s.slot = f.slot)
+         select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
+    )
+    .bind(&accounts)
+    .bind(&queues)
+    .bind(&ids)
+    .bind(&consumers)
+    .bind(&numbers)
+    .fetch_all(db)
+    .await?;
+    let mut deleted: Vec<(QueueId, Deleted)> = Vec::new();
+    for (queue, id, size, keyed) in rows {
+        let at = match deleted.iter().position(|(q, _)| *q == queue) {
+            Some(at) => at,
+            None => {
+                deleted.push((queue, Deleted::default()));
+                deleted.len() - 1
+            }
+        };
+        // A queue's row comes back once with no message when nothing of it was deleted.
+        if let (Some(id), Some(size), Some(keyed)) = (id, size, keyed) {
+            let found = &mut deleted[at].1;
+            found.ids.push(id);
+            found.bytes += i64::from(size);
+            found.keyed |= keyed;
+        }
+    }
+    Ok(deleted)
 }
 
 /// The messages a delete found, their total size, and whether any had an ordering key (its next

@@ -275,3 +275,24 @@ async fn every_page_of_the_lists_shows_only_the_accounts_own_queues(pool: PgPool
     assert_eq!(shared["dead_letter_sources"][0]["queue_id"], json!(victim_source));
     assert_eq!(victim.body["result_info"]["total_count"], 6);
 }
+
+/// Webhook acks of many batches go in one statement (`dispatch/acks.rs`): each batch deletes only from
+/// its own queue, and only when the queue is its account's, even beside a batch of that account.
+#[sqlx::test]
+async fn grouped_webhook_acks_delete_only_each_batchs_own_accounts_messages(pool: PgPool) {
+    use skiplock::ids::{MessageId, QueueId};
+    use skiplock::store::messages::{ack_batches, AckedBatch};
+    use std::str::FromStr;
+    let app = spawn_app(pool.clone()).await;
+    let queue = app.pull_queue("theirs", json!({})).await;
+    app.publish_texts(&queue, &["one", "two"]).await;
+    let ids: Vec<MessageId> =
+        sqlx::query_scalar("select id from messages order by published_at, id").fetch_all(&pool).await.unwrap();
+    let (mallory, _) = new_account(&pool, "mallory", &Scope::ALL).await;
+    let queue_id = QueueId::from_str(&queue).unwrap();
+    let batch = |account, ids: &[MessageId]| AckedBatch { account, queue: queue_id, ids: ids.to_vec(), slot: None };
+    let found = ack_batches(&pool, &[batch(mallory, &ids[..1]), batch(app.account, &ids[1..])]).await.unwrap();
+    assert_eq!(found.len(), 1, "only the owner's queue is found");
+    assert_eq!(found[0].1.ids, vec![ids[1]], "only the owner's batch deleted its message");
+    assert_eq!(app.backlog(&queue).await, 1, "mallory's ack of the other message deleted nothing");
+}

@@ -129,7 +129,7 @@ pub(super) async fn apply(
     let settled = if plain.is_empty() {
         Settled::default()
     } else {
-        state.delivery.settle(account, queue, route, &plain, 0, None).await?.ok_or_else(ApiError::queue_not_found)?
+        state.delivery.settle(account, queue, route, &plain, 0).await?.ok_or_else(ApiError::queue_not_found)?
     };
     let acked: HashSet<MessageId> = answers[..acks].iter().map(|(a, _)| a.id).collect();
     for (answer, lease_id) in &answers[..acks] {
