@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::helpers::{lease, listening_dispatcher as start_dispatcher, spawn_app, TestApp};
+use crate::helpers::{lease, listening_dispatcher as start_dispatcher, spawn_app, Hook, RunningDispatcher, TestApp};
 use crate::receiver::{Answer, Receiver};
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -17,12 +17,17 @@ async fn queue_named(app: &TestApp, name: &str) -> String {
     app.get(&format!("queues?name={name}")).await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned()
 }
 
+/// A webhook queue sending each message at once to a receiver that acks it, with a dispatcher running.
+async fn acked_queue(app: &TestApp, pool: &PgPool, name: &str) -> (Receiver, Hook, RunningDispatcher) {
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue(name, &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    (receiver, hook, start_dispatcher(pool, Duration::from_secs(5)).await)
+}
+
 #[sqlx::test]
 async fn a_delayed_message_is_delivered_when_its_delay_ends(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = app.webhook_queue("later", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
-    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    let (receiver, hook, running) = acked_queue(&app, &pool, "later").await;
     let sent = Instant::now();
     app.publish(&hook.queue, json!({"body": "soon", "content_type": "text", "delay_seconds": 2})).await;
     let got = receiver.wait_for(1, DEADLINE).await;
@@ -35,9 +40,7 @@ async fn a_delayed_message_is_delivered_when_its_delay_ends(pool: PgPool) {
 #[sqlx::test]
 async fn a_delayed_message_beside_a_delivered_one_is_delivered_when_its_delay_ends(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = app.webhook_queue("mixed", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
-    let running = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    let (receiver, hook, running) = acked_queue(&app, &pool, "mixed").await;
     // One delivery first, so the worker has settled after its start-up looks and waits on its timer.
     app.publish_texts(&hook.queue, &["first"]).await;
     receiver.wait_for(1, DEADLINE).await;
@@ -73,7 +76,7 @@ async fn a_retried_message_comes_back_when_its_retry_delay_ends(pool: PgPool) {
 
 /// A webhook queue whose one message ("orphaned") a node claimed and then died with, and when it
 /// claimed it: a short receiver timeout gives that node's lease about five seconds.
-async fn orphan_a_batch(app: &TestApp, pool: &PgPool) -> (Receiver, crate::helpers::Hook, Instant) {
+async fn orphan_a_batch(app: &TestApp, pool: &PgPool) -> (Receiver, Hook, Instant) {
     let receiver = Receiver::start(|_| Answer::status(200)).await;
     let hook = app.webhook_queue("orphan", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
     app.publish_texts(&hook.queue, &["orphaned"]).await;
