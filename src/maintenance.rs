@@ -111,6 +111,41 @@ pub async fn run_vacuum(pool: PgPool, table: MessageTable, stop: CancellationTok
     }
 }
 
+/// The tables whose growth outdates the plans of the statements that read them.
+const PLANNED_TABLES: [&str; 4] = ["messages", "message_bodies", "idempotency_keys", "ordering_keys"];
+/// How often their sizes are compared with the planner's statistics, and the least growth (in pages)
+/// that counts.
+const STATISTICS_EVERY: Duration = Duration::from_millis(250);
+const STATISTICS_MIN_GROWTH: i64 = 32;
+
+/// Keeps the planner's statistics in step with the tables' growth. Statements are prepared once per
+/// connection and their generic plans kept; a plan made while a table was small (a fresh service, a
+/// quiet hour) reads it whole once another account fills it, and autovacuum, which would re-plan them
+/// by analyzing, comes by at most once a minute. Analyzing a table each time it has doubled re-plans
+/// every statement that reads it, a few times as it grows (docs/design-notes.md).
+pub async fn run_statistics(pool: PgPool, stop: CancellationToken) {
+    let mut ticker = tokio::time::interval(STATISTICS_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
+        if let Err(err) = refresh_statistics(&pool).await {
+            tracing::warn!(error = %err, "refreshing planner statistics failed; will retry");
+        }
+    }
+}
+
+/// Analyzes each table that has at least doubled since its statistics were gathered; returns them.
+pub async fn refresh_statistics(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
+    let outgrown = store::maintenance::outgrown_statistics(pool, &PLANNED_TABLES, STATISTICS_MIN_GROWTH).await?;
+    for table in &outgrown {
+        store::maintenance::analyze(pool, table).await?;
+    }
+    Ok(outgrown)
+}
+
 /// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the
 /// work of a read rather than how fresh it is.
 const FOLD_EVERY: Duration = Duration::from_secs(1);

@@ -10,6 +10,10 @@
 //! while others are in flight (up to `MAX_STATEMENTS`) only when at least
 //! `CONCURRENT_STATEMENT_MESSAGES` are waiting. The figures behind both are in docs/design-notes.md.
 //!
+//! One account must not make another's publishes wait: while statements are in flight, the publishes
+//! of accounts with none in flight go at once on a slot of their own (`EXPRESS_STATEMENTS`), rather
+//! than behind or inside a busy account's batches.
+//!
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.
 //!
@@ -18,12 +22,12 @@
 //! Only queues a webhook consumer reads, or that long-polling pulls wait on, are woken: notifying every
 //! queue read by pulls nearly doubled PostgreSQL's CPU per message for single publishes (one noisy run).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as SyncMutex};
 use std::time::Instant;
 
 use sqlx::{Connection, PgConnection, PgPool};
-use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
@@ -37,6 +41,8 @@ const MAX_BYTES_PER_COMMIT: usize = 4 * 1024 * 1024;
 /// Statements in flight at once, and how many messages must wait before one starts beside another.
 const MAX_STATEMENTS: u32 = 4;
 const CONCURRENT_STATEMENT_MESSAGES: usize = 100;
+/// Statements beyond `MAX_STATEMENTS` for the publishes of accounts that have none in flight.
+const EXPRESS_STATEMENTS: usize = 1;
 
 struct Job {
     account: AccountId,
@@ -108,11 +114,64 @@ impl Batch {
             self.push(job);
         }
     }
+
+    /// Takes out the jobs of accounts for which `busy` holds, in a batch of their own.
+    fn split_off(&mut self, busy: impl Fn(AccountId) -> bool) -> Batch {
+        let (mut taken, mut kept) = (Batch::default(), Batch::default());
+        for job in std::mem::take(&mut self.jobs) {
+            if busy(job.account) {
+                taken.push(job);
+            } else {
+                kept.push(job);
+            }
+        }
+        *self = kept;
+        taken
+    }
+
+    fn accounts(&self) -> impl Iterator<Item = AccountId> + '_ {
+        self.jobs.iter().map(|j| j.account)
+    }
+}
+
+/// The accounts with statements in flight, and how many each.
+#[derive(Default)]
+struct InFlight(SyncMutex<HashMap<AccountId, usize>>);
+
+impl InFlight {
+    fn has(&self, account: AccountId) -> bool {
+        self.0.lock().expect("in-flight lock").contains_key(&account)
+    }
+
+    fn started(&self, batch: &Batch) -> Vec<AccountId> {
+        let mut accounts: Vec<AccountId> = batch.accounts().collect();
+        accounts.sort_by_key(|a| a.0);
+        accounts.dedup();
+        let mut counts = self.0.lock().expect("in-flight lock");
+        for account in &accounts {
+            *counts.entry(*account).or_default() += 1;
+        }
+        accounts
+    }
+
+    fn ended(&self, accounts: &[AccountId]) {
+        let mut counts = self.0.lock().expect("in-flight lock");
+        for account in accounts {
+            if let Some(count) = counts.get_mut(account) {
+                *count -= 1;
+                if *count == 0 {
+                    counts.remove(account);
+                }
+            }
+        }
+    }
 }
 
 async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>) {
     let connections = Arc::new(Connections { pool, spare: SyncMutex::default() });
     let statements = Arc::new(Semaphore::new(MAX_STATEMENTS as usize));
+    let express = Arc::new(Semaphore::new(EXPRESS_STATEMENTS));
+    let in_flight = Arc::new(InFlight::default());
     let mut batch = Batch::default();
     loop {
         if batch.jobs.is_empty() {
@@ -120,6 +179,18 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
             batch.push(job);
         }
         batch.fill(&mut jobs);
+        if statements.available_permits() < MAX_STATEMENTS as usize {
+            // Accounts with nothing in flight need not wait for other accounts' statements.
+            if let Ok(permit) = express.clone().try_acquire_owned() {
+                let quiet = batch.split_off(|account| !in_flight.has(account));
+                if quiet.jobs.is_empty() {
+                    drop(permit);
+                } else {
+                    spawn_store(&connections, &wakes, &in_flight, quiet, permit);
+                    continue;
+                }
+            }
+        }
         let busy = statements.available_permits() < MAX_STATEMENTS as usize;
         if busy && batch.messages < CONCURRENT_STATEMENT_MESSAGES && !batch.full() {
             // A statement is running and little waits: gather more until it ends.
@@ -137,12 +208,25 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
             continue;
         }
         let permit = statements.clone().acquire_owned().await.expect("the semaphore is never closed");
-        let (connections, wakes, batch) = (connections.clone(), wakes.clone(), std::mem::take(&mut batch));
-        tokio::spawn(async move {
-            store(&connections, batch, &wakes).await;
-            drop(permit);
-        });
+        spawn_store(&connections, &wakes, &in_flight, std::mem::take(&mut batch), permit);
     }
+}
+
+/// Stores `batch` on a task of its own, holding `permit` and counting its accounts in flight meanwhile.
+fn spawn_store(
+    connections: &Arc<Connections>,
+    wakes: &Arc<Wakes>,
+    in_flight: &Arc<InFlight>,
+    batch: Batch,
+    permit: OwnedSemaphorePermit,
+) {
+    let (connections, wakes, in_flight) = (connections.clone(), wakes.clone(), in_flight.clone());
+    let accounts = in_flight.started(&batch);
+    tokio::spawn(async move {
+        store(&connections, batch, &wakes).await;
+        in_flight.ended(&accounts);
+        drop(permit);
+    });
 }
 
 /// The connections statements run on: taken from the pool when none is spare, and kept (outside the
@@ -232,5 +316,45 @@ async fn wake_dispatchers(pool: PgPool, wakes: std::sync::Weak<Wakes>) {
         if let Err(err) = messages::wake(&pool, &queues, true).await {
             tracing::warn!(error = %err, "waking the dispatchers failed; they will find the messages by polling");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(account: AccountId) -> Job {
+        let (done, _) = oneshot::channel();
+        Job { account, queue: QueueId::new(), messages: Vec::new(), done }
+    }
+
+    #[test]
+    fn an_account_is_in_flight_until_its_last_statement_ends() {
+        let (busy, quiet) = (AccountId::new(), AccountId::new());
+        let in_flight = InFlight::default();
+        let mut first = Batch::default();
+        first.push(job(busy));
+        first.push(job(busy));
+        let started_first = in_flight.started(&first);
+        assert_eq!(started_first, vec![busy], "an account counts once per statement");
+        let mut second = Batch::default();
+        second.push(job(busy));
+        let started_second = in_flight.started(&second);
+        in_flight.ended(&started_first);
+        assert!(in_flight.has(busy), "one of its statements still runs");
+        in_flight.ended(&started_second);
+        assert!(!in_flight.has(busy) && !in_flight.has(quiet));
+    }
+
+    #[test]
+    fn split_off_takes_the_jobs_of_the_accounts_named_and_keeps_the_rest() {
+        let (busy, quiet) = (AccountId::new(), AccountId::new());
+        let mut batch = Batch::default();
+        for account in [busy, quiet, busy, quiet] {
+            batch.push(job(account));
+        }
+        let taken = batch.split_off(|account| account == quiet);
+        assert!(taken.accounts().all(|a| a == quiet) && taken.jobs.len() == 2);
+        assert!(batch.accounts().all(|a| a == busy) && batch.jobs.len() == 2);
     }
 }

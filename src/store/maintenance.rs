@@ -18,3 +18,24 @@ pub async fn dead_and_inserted(pool: &PgPool, table: &str) -> Result<(i64, i64),
 pub async fn vacuum(pool: &PgPool, table: &str) -> Result<(), sqlx::Error> {
     sqlx::raw_sql(&format!("vacuum (skip_locked) {table}")).execute(pool).await.map(|_| ())
 }
+
+/// Of `tables`, those whose files now hold at least twice the pages they held when last vacuumed or
+/// analyzed, and at least `min_pages` more. The files' sizes are current, where the statistics views
+/// lag by up to a second.
+pub async fn outgrown_statistics(pool: &PgPool, tables: &[&str], min_pages: i64) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select c.relname::text from pg_class c
+         where c.oid = any($1::text[]::regclass[])
+           and pg_relation_size(c.oid) / current_setting('block_size')::int8 >= 2 * c.relpages::int8 + $2",
+    )
+    .bind(tables)
+    .bind(min_pages)
+    .fetch_all(pool)
+    .await
+}
+
+/// Gathers `table`'s planner statistics again (a table named by the caller's constant), skipping it
+/// while another node or autovacuum does.
+pub async fn analyze(pool: &PgPool, table: &str) -> Result<(), sqlx::Error> {
+    sqlx::raw_sql(&format!("analyze (skip_locked) {table}")).execute(pool).await.map(|_| ())
+}

@@ -20,6 +20,7 @@ mod messages_ack;
 mod messages_publish;
 mod messages_pull;
 mod metrics;
+mod neighbours;
 mod operations;
 mod ordering;
 mod parity;

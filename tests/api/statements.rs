@@ -78,3 +78,38 @@ async fn released_leases_make_their_messages_deliverable_at_once(pool: PgPool) {
     let again = app.pull(&q, json!({})).await;
     assert_eq!(again.len(), 1, "released, it is delivered again without waiting out its lease");
 }
+
+/// A message table that has doubled since its statistics were gathered is analyzed by the node, so
+/// that statements planned while it was small (a seq scan of a few pages) are planned again.
+#[sqlx::test]
+async fn a_message_table_that_grew_is_analyzed_and_its_statements_planned_again(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("bulk", json!({})).await;
+    let analyzed = || async {
+        let count: i64 =
+            sqlx::query_scalar("select analyze_count from pg_stat_user_tables where relname = 'message_bodies'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        count
+    };
+    assert_eq!(analyzed().await, 0);
+    let body = "x".repeat(1000);
+    for _ in 0..5 {
+        let messages: Vec<_> = (0..100).map(|_| json!({"body": body, "content_type": "text"})).collect();
+        app.post(&format!("queues/{q}/messages/batch"), json!({ "messages": messages })).await.expect_ok();
+    }
+    // 500 bodies of 1 KB fill some 70 pages, more than twice the none the statistics knew of.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while analyzed().await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the grown table was not analyzed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pages: i32 = sqlx::query_scalar("select relpages from pg_class where relname = 'message_bodies'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(pages >= 32, "the statistics know the table's size now: {pages} pages");
+    // Until it doubles again, it is left alone.
+    assert!(skiplock::maintenance::refresh_statistics(&pool).await.unwrap().is_empty());
+}
