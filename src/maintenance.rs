@@ -119,20 +119,27 @@ const STATISTICS_EVERY: Duration = Duration::from_millis(250);
 const STATISTICS_MIN_GROWTH: i64 = 32;
 
 /// Keeps the planner's statistics in step with the tables' growth. Statements are prepared once per
-/// connection and their generic plans kept; a plan made while a table was small (a fresh service, a
-/// quiet hour) reads it whole once another account fills it, and autovacuum, which would re-plan them
-/// by analyzing, comes by at most once a minute. Analyzing a table each time it has doubled re-plans
-/// every statement that reads it, a few times as it grows (docs/design-notes.md).
-pub async fn run_statistics(pool: PgPool, stop: CancellationToken) {
+/// connection and their generic plans kept; a plan made while a table was small reads it whole once another
+/// account fills it, and autovacuum, which would re-plan them by analyzing, comes by at most once a minute.
+/// Analyzing a table each time it has doubled re-plans every statement that reads it, a few times as it
+/// grows (docs/design-notes.md). Tables grow by publishes, so a node looks only after it stored some: the
+/// node that fills them analyzes them, and an idle node makes no query.
+pub async fn run_statistics(pool: PgPool, activity: Arc<Activity>, stop: CancellationToken) {
     let mut ticker = tokio::time::interval(STATISTICS_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut published_at_last_look = activity.metrics.published.get();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = ticker.tick() => {}
         }
-        if let Err(err) = refresh_statistics(&pool).await {
-            tracing::warn!(error = %err, "refreshing planner statistics failed; will retry");
+        let published = activity.metrics.published.get();
+        if published == published_at_last_look {
+            continue;
+        }
+        match refresh_statistics(&pool).await {
+            Ok(_) => published_at_last_look = published,
+            Err(err) => tracing::warn!(error = %err, "refreshing planner statistics failed; will retry"),
         }
     }
 }

@@ -125,7 +125,7 @@ impl Node {
             tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
         }
         tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
-        tasks.spawn(maintenance::run_statistics(pool.clone(), stop.clone()));
+        tasks.spawn(maintenance::run_statistics(pool.clone(), shared.activity.clone(), stop.clone()));
         tasks.spawn(crate::redrive::run(pool.clone(), shared.metrics.clone(), stop.clone()));
         let wakeups = shared.wakeups.clone();
         wakeups.set_max_per_account(settings.limits.max_waiting_pulls);
