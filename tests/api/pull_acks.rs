@@ -110,3 +110,35 @@ async fn a_pull_refused_for_its_queue_applies_none_of_its_answers(pool: PgPool) 
     app.post(&format!("queues/{q}/messages/pull"), body).await.expect_error(409);
     assert_eq!(app.backlog(&q).await, 1, "the ack of a refused pull was not applied");
 }
+
+/// An acked message whose lease ran out meanwhile is deleted by the pull carrying the ack, not leased
+/// again by it.
+#[sqlx::test]
+async fn an_ack_of_a_lease_that_ran_out_deletes_the_message_rather_than_leasing_it_again(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["late"]).await;
+    let first = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
+    sqlx::query("update messages set available_at = now() - interval '1 second'").execute(&pool).await.unwrap();
+    let answer = pull_answer(&app, &q, json!({"acks": [{"lease_id": lease(&first[0])}]})).await;
+    assert_eq!(answer["ackCount"], 1, "{answer}");
+    assert_eq!(answer["warnings"], json!({}));
+    assert!(bodies(&answer).is_empty(), "the acked message is not delivered again: {answer}");
+    assert_eq!(app.backlog(&q).await, 0);
+}
+
+/// The ack of an ordering key's message, carried by a pull, lets the key's next message go in time for
+/// that pull.
+#[sqlx::test]
+async fn a_pull_carrying_the_ack_of_a_keys_message_gets_the_keys_next_one(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    let messages: Vec<Value> =
+        ["first", "second"].iter().map(|b| json!({"body": b, "content_type": "text", "ordering_key": "k"})).collect();
+    app.post(&format!("queues/{q}/messages/batch"), json!({ "messages": messages })).await.expect_ok();
+    let first = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
+    assert_eq!(bodies(&json!({ "messages": first })), ["first"]);
+    let answer = pull_answer(&app, &q, json!({"acks": [{"lease_id": lease(&first[0])}]})).await;
+    assert_eq!(answer["ackCount"], 1, "{answer}");
+    assert_eq!(bodies(&answer), ["second"], "{answer}");
+}
