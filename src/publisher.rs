@@ -10,9 +10,9 @@
 //! while others are in flight (up to `MAX_STATEMENTS`) only when at least
 //! `CONCURRENT_STATEMENT_MESSAGES` are waiting. The figures behind both are in docs/design-notes.md.
 //!
-//! One account must not make another's publishes wait: while statements are in flight, the publishes
-//! of accounts with none in flight go at once on a slot of their own (`EXPRESS_STATEMENTS`), rather
-//! than behind or inside a busy account's batches.
+//! One account must not make another's publishes wait: while statements are in flight, the small
+//! publishes of accounts with none in flight go at once on a slot of their own (`EXPRESS_STATEMENTS`),
+//! rather than behind or inside a busy account's batches.
 //!
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.
@@ -115,11 +115,11 @@ impl Batch {
         }
     }
 
-    /// Takes out the jobs of accounts for which `busy` holds, in a batch of their own.
-    fn split_off(&mut self, busy: impl Fn(AccountId) -> bool) -> Batch {
+    /// Takes out the jobs for which `take` holds, in a batch of their own.
+    fn split_off(&mut self, take: impl Fn(&Job) -> bool) -> Batch {
         let (mut taken, mut kept) = (Batch::default(), Batch::default());
         for job in std::mem::take(&mut self.jobs) {
-            if busy(job.account) {
+            if take(&job) {
                 taken.push(job);
             } else {
                 kept.push(job);
@@ -180,9 +180,11 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
         }
         batch.fill(&mut jobs);
         if statements.available_permits() < MAX_STATEMENTS as usize {
-            // Accounts with nothing in flight need not wait for other accounts' statements.
+            // Small publishes of accounts with nothing in flight need not wait for other accounts'
+            // statements; large ones start statements of their own anyway.
             if let Ok(permit) = express.clone().try_acquire_owned() {
-                let quiet = batch.split_off(|account| !in_flight.has(account));
+                let quiet = batch
+                    .split_off(|job| job.messages.len() < CONCURRENT_STATEMENT_MESSAGES && !in_flight.has(job.account));
                 if quiet.jobs.is_empty() {
                     drop(permit);
                 } else {
@@ -347,13 +349,13 @@ mod tests {
     }
 
     #[test]
-    fn split_off_takes_the_jobs_of_the_accounts_named_and_keeps_the_rest() {
+    fn split_off_takes_the_jobs_named_and_keeps_the_rest() {
         let (busy, quiet) = (AccountId::new(), AccountId::new());
         let mut batch = Batch::default();
         for account in [busy, quiet, busy, quiet] {
             batch.push(job(account));
         }
-        let taken = batch.split_off(|account| account == quiet);
+        let taken = batch.split_off(|job| job.account == quiet);
         assert!(taken.accounts().all(|a| a == quiet) && taken.jobs.len() == 2);
         assert!(batch.accounts().all(|a| a == busy) && batch.jobs.len() == 2);
     }
