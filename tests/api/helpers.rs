@@ -347,20 +347,22 @@ pub async fn listening_dispatcher_with(
     let dispatcher = std::sync::Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
     let stop = CancellationToken::new();
     let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));
+    let listening = "select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'";
+    wait_until_some(pool, listening, "the dispatcher did not LISTEN").await;
+    RunningDispatcher { stop, handle }
+}
+
+/// Waits, up to 15 s, until `count` (a query of one count) finds some; else fails with `never`.
+pub async fn wait_until_some(pool: &PgPool, count: &str, never: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let listening: i64 =
-            sqlx::query_scalar("select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'")
-                .fetch_one(pool)
-                .await
-                .unwrap();
-        if listening > 0 {
-            break;
+        let found: i64 = sqlx::query_scalar(count).fetch_one(pool).await.unwrap();
+        if found > 0 {
+            return;
         }
-        assert!(Instant::now() < deadline, "the dispatcher did not LISTEN");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(Instant::now() < deadline, "{never}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    RunningDispatcher { stop, handle }
 }
 
 impl RunningDispatcher {

@@ -1,32 +1,13 @@
 //! Accounts on one node do not hold each other up: a publish of an account with nothing in flight is
 //! stored while another account's publish statement is still running.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use skiplock::auth::Scope;
 use sqlx::PgPool;
 
-use crate::helpers::{new_account, spawn_app, TestApp};
-
-/// Waits until some statement of this database waits on a lock held by another transaction.
-async fn a_statement_waits_on_a_lock(pool: &PgPool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock' and query like '%idempotency_keys%'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the busy account's publish never reached its lock wait");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use crate::helpers::{new_account, spawn_app, wait_until_some, TestApp};
 
 #[sqlx::test]
 async fn a_quiet_accounts_publish_does_not_wait_for_a_busy_accounts_statement(pool: PgPool) {
@@ -49,7 +30,9 @@ async fn a_quiet_accounts_publish_does_not_wait_for_a_busy_accounts_statement(po
     let (queue, message) =
         (busy_queue.clone(), json!({"body": "busy", "content_type": "text", "idempotency_key": "k"}));
     let held = tokio::spawn(async move { publisher.post(&format!("queues/{queue}/messages"), message).await });
-    a_statement_waits_on_a_lock(&pool).await;
+    let waiting = "select count(*) from pg_stat_activity
+                   where datname = current_database() and wait_event_type = 'Lock' and query like '%idempotency_keys%'";
+    wait_until_some(&pool, waiting, "the busy account's publish never reached its lock wait").await;
 
     let answer = tokio::time::timeout(
         Duration::from_secs(10),
