@@ -33,6 +33,7 @@ pub struct Metrics {
     pub leases_extended: IntCounter,
     pub waiting_pulls: IntGauge,
     pub long_poll_wakeups: IntCounterVec,
+    pub publish_wakeups: IntCounterVec,
     pub long_poll_looks_skipped: IntCounter,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
@@ -152,6 +153,12 @@ impl Default for Metrics {
                 "skiplock_long_poll_wakeups_total",
                 "Long-polling waits woken, by cause: notify, timer, recheck, deadline, shutdown.",
                 &["cause"],
+            ),
+            publish_wakeups: counter_vec(
+                &r,
+                "skiplock_publish_wakeups_total",
+                "Publishes to queues webhook consumers read, by whom they woke: this_node (its own worker, in-process) or all_nodes (NOTIFY: the node's worker was busy, stopping or absent).",
+                &["to"],
             ),
             long_poll_looks_skipped: counter(
                 &r,

@@ -17,10 +17,13 @@
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.
 //!
-//! Dispatchers and long-polling pulls are woken after the commit by a task of their own, so a wake-up
-//! never holds up a publish answer and wake-ups for many commits go out together, as one statement.
-//! Only queues a webhook consumer reads, or that long-polling pulls wait on, are woken: notifying every
-//! queue read by pulls nearly doubled PostgreSQL's CPU per message for single publishes (one noisy run).
+//! After the commit, a queue whose webhook consumer has a worker on this node ready to claim wakes that
+//! worker in-process: the node that stored the messages delivers them, and no notification is sent.
+//! Otherwise dispatchers and long-polling pulls on every node are woken with `NOTIFY` by a task of its
+//! own, so a wake-up never holds up a publish answer and wake-ups for many commits go out together, as
+//! one statement. Only queues a webhook consumer reads, or that long-polling pulls wait on, are woken:
+//! notifying every queue read by pulls nearly doubled PostgreSQL's CPU per message for single publishes
+//! (one noisy run).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex as SyncMutex};
@@ -33,7 +36,8 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
-use crate::store::publish::{self, Publish};
+use crate::store::publish::{self, Publish, Stored};
+use crate::wakeups::Wakeups;
 
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
@@ -65,10 +69,11 @@ pub enum PublishError {
 }
 
 impl Publisher {
-    /// Starts the collector on `pool`. It stops when every `Publisher` clone is dropped.
-    pub fn start(pool: PgPool) -> Publisher {
+    /// Starts the collector on `pool`, waking the dispatcher workers of `here` (this node's) in-process
+    /// where they claim at once. It stops when every `Publisher` clone is dropped.
+    pub fn start(pool: PgPool, here: Arc<Wakeups>) -> Publisher {
         let (jobs, queue) = mpsc::channel::<Job>(16 * 1024);
-        let wakes = Arc::new(Wakes::default());
+        let wakes = Arc::new(Wakes { here, queues: SyncMutex::default(), added: Notify::new() });
         tokio::spawn(collect(pool.clone(), queue, wakes.clone()));
         tokio::spawn(wake_dispatchers(pool, Arc::downgrade(&wakes)));
         Publisher { jobs }
@@ -270,7 +275,7 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let outcome = connections.publish(&publishes).await.map_err(Arc::new);
     drop(publishes);
     if let Ok(published) = &outcome {
-        wakes.add(published.stored.iter().filter(|s| s.woken).map(|s| s.queue));
+        wakes.after_commit(&published.stored);
     }
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {
@@ -285,18 +290,25 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     }
 }
 
-/// Queues with new messages whose dispatchers have not been woken yet.
-#[derive(Default)]
+/// Queues with new messages whose dispatchers and pulls on every node have not been woken yet.
 struct Wakes {
+    here: Arc<Wakeups>,
     queues: SyncMutex<HashSet<QueueId>>,
     added: Notify,
 }
 
 impl Wakes {
-    fn add(&self, queues: impl Iterator<Item = QueueId>) {
+    /// Wakes this node's worker of each queue stored to where it claims at once; the others, and queues
+    /// that long-polling pulls wait on, are left for `NOTIFY`.
+    fn after_commit(&self, stored: &[Stored]) {
+        let notify: Vec<QueueId> = stored
+            .iter()
+            .filter(|s| s.waited || (s.pushed && !self.here.wake_here(s.queue)))
+            .map(|s| s.queue)
+            .collect();
         let mut waiting = self.queues.lock().expect("wakes lock");
         let before = waiting.len();
-        waiting.extend(queues);
+        waiting.extend(notify);
         if waiting.len() > before {
             self.added.notify_one();
         }

@@ -185,7 +185,7 @@ impl Application {
             web::Data::new(Gate { verifier: Verifier::new(pool.clone()), rate: RateLimiter::new(&limits), limits });
         let state = web::Data::new(AppState {
             signer: Signer::new(crate::store::server_key(&pool).await?),
-            publisher: Publisher::start(pool.clone()),
+            publisher: Publisher::start(pool.clone(), shared.wakeups.clone()),
             delivery: shared.delivery.clone(),
             wakeups: shared.wakeups.clone(),
             backlog: shared.backlog.clone(),

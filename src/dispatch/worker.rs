@@ -117,6 +117,7 @@ async fn work(
     shutdown: CancellationToken,
 ) {
     let mut in_flight = JoinSet::new();
+    let queue = config.borrow().queue_id;
     loop {
         while in_flight.try_join_next().is_some() {}
         let consumer = config.borrow_and_update().clone();
@@ -127,6 +128,9 @@ async fn work(
                 Next::Wait(Some(AFTER_ERROR))
             }
         };
+        // Publishes on this node wake the worker in-process while it would claim at once.
+        let room = in_flight.len() < consumer.max_concurrency.max(1) as usize;
+        dispatcher.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)));
         let (wait, slots_taken, node_full) = match next {
             Next::More => continue,
             Next::SlotsTaken => (Some(SLOT_POLL), true, false),
@@ -140,12 +144,22 @@ async fn work(
             }
         };
         tokio::select! {
+            // A worker told to stop claims nothing more, even if woken meanwhile (see below).
+            biased;
             _ = stop.cancelled() => break,
             _ = wake.notified() => {}
             _ = config.changed() => {}
             _ = timer => {}
             Some(_) = in_flight.join_next(), if slots_taken && !in_flight.is_empty() => {}
             _ = dispatcher.in_flight.freed().notified(), if node_full => {}
+        }
+    }
+    dispatcher.wakeups.claims_here(queue, false);
+    // A publish that woke this worker alone just before it stopped: the other nodes take its messages.
+    let unserved = tokio::select! { biased; _ = wake.notified() => true, () = std::future::ready(()) => false };
+    if unserved {
+        if let Err(err) = store::messages::wake(&dispatcher.pool, &[queue], true).await {
+            tracing::warn!(error = %err, "handing a wake-up to the other nodes failed; their timers find the messages");
         }
     }
     while in_flight.join_next().await.is_some() {}

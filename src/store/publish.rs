@@ -6,12 +6,14 @@ use sqlx::{PgConnection, PgExecutor};
 use crate::ids::{AccountId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
 
-/// A queue that took its messages, and whether anyone needs waking for them: a webhook consumer's
-/// dispatchers, or long-polling pulls waiting on some node (see `wait_on`).
+/// A queue that took its messages, and who needs waking for them.
 #[derive(Debug, Clone, Copy)]
 pub struct Stored {
     pub queue: QueueId,
-    pub woken: bool,
+    /// A webhook consumer reads the queue: a dispatcher worker, on this node or another, claims them.
+    pub pushed: bool,
+    /// Long-polling pulls wait on the queue, on some node (see `wait_on`).
+    pub waited: bool,
 }
 
 /// What one statement of publishes did: the queues that took their messages, and for each publish (in
@@ -32,7 +34,8 @@ pub struct Publish<'a> {
 #[derive(sqlx::FromRow)]
 struct PublishRow {
     queue: Option<QueueId>,
-    woken: bool,
+    pushed: bool,
+    waited: bool,
     duplicate: Option<MessageId>,
 }
 
@@ -105,8 +108,8 @@ macro_rules! store_messages {
             insert_messages!($mode, $queues, "true"),
             "
      select l.id as queue,
-            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
-            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
             null::uuid as duplicate
      from ",
             $queues,
@@ -190,12 +193,12 @@ macro_rules! publish_any_keys {
             insert_messages!($mode, "live", "m.id in (select id from kept)"),
             "
      select l.id as queue,
-            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook')
-            or exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as woken,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
             null::uuid as duplicate
      from live l
      union all
-     select null, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
+     select null, false, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
      where m.queue_id in (select id from live) and m.id not in (select id from kept)"
         )
     };
@@ -296,7 +299,7 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
     let mut duplicate_ids = std::collections::HashSet::new();
     for row in rows {
         match (row.queue, row.duplicate) {
-            (Some(queue), _) => published.stored.push(Stored { queue, woken: row.woken }),
+            (Some(queue), _) => published.stored.push(Stored { queue, pushed: row.pushed, waited: row.waited }),
             (None, Some(id)) => {
                 duplicate_ids.insert(id);
             }

@@ -9,7 +9,7 @@
 
 mod marks;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -84,6 +84,8 @@ struct Waiting {
     accounts: HashMap<AccountId, i64>,
     /// The dispatcher workers' wake-ups, per queue a webhook consumer reads.
     dispatch: HashMap<QueueId, Arc<Notify>>,
+    /// Queues whose worker on this node claims as soon as it is woken (see `wake_here`).
+    claiming: HashSet<QueueId>,
     /// This node's marks of queues as waited on, and what it knows of the marked queues.
     marks: Marks,
 }
@@ -139,6 +141,29 @@ impl Wakeups {
     /// The wake-up of the dispatcher worker of `queue`: a permit is stored when it is not waiting.
     pub fn subscribe(&self, queue: QueueId) -> Arc<Notify> {
         self.waiting.lock().expect("wakeups lock").dispatch.entry(queue).or_default().clone()
+    }
+
+    /// Whether this node's worker of `queue` claims as soon as it is woken: it is running, not stopping,
+    /// and has room for another batch in flight.
+    pub fn claims_here(&self, queue: QueueId, claims: bool) {
+        let mut waiting = self.waiting.lock().expect("wakeups lock");
+        if claims {
+            waiting.claiming.insert(queue);
+        } else {
+            waiting.claiming.remove(&queue);
+        }
+    }
+
+    /// Wakes this node's worker of `queue` in-process if it claims at once, and says whether it did. A
+    /// publish then needs no notification for the dispatchers: the node that stored the messages
+    /// delivers them, and the others are asked (by `NOTIFY`) only when it cannot.
+    pub fn wake_here(&self, queue: QueueId) -> bool {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        let woken = waiting.claiming.contains(&queue) && waiting.dispatch.get(&queue).map(|n| n.notify_one()).is_some();
+        drop(waiting);
+        let how = if woken { "this_node" } else { "all_nodes" };
+        self.metrics.publish_wakeups.with_label_values(&[how]).inc();
+        woken
     }
 
     /// A place to wait on `queue`, or None when the account already has its most pulls waiting.

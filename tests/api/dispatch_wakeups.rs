@@ -5,10 +5,13 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{json, Value};
 use sqlx::PgPool;
 
-use crate::helpers::{lease, listening_dispatcher as start_dispatcher, spawn_app, Hook, RunningDispatcher, TestApp};
+use crate::helpers::{
+    lease, listening_dispatcher as start_dispatcher, spawn_app, spawn_app_dispatching, wait_until_some, Hook,
+    RunningDispatcher, TestApp,
+};
 use crate::receiver::{Answer, Receiver};
 
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -207,4 +210,104 @@ async fn a_consumer_deleted_and_made_again_delivers_to_the_new_one(pool: PgPool)
     assert_eq!(got[0].body["messages"][0]["body"], "two");
     running.stop().await;
     assert_eq!(old.received().len(), 1, "the deleted consumer got nothing more");
+}
+
+/// Publishes on this node that woke `to` ("this_node": its own worker, in-process; "all_nodes": NOTIFY).
+fn publish_wakeups(app: &TestApp, to: &str) -> u64 {
+    app.metrics.publish_wakeups.with_label_values(&[to]).get()
+}
+
+/// A node that runs the dispatcher too wakes its own worker in-process when that worker claims at
+/// once, and sends no notification: the message is delivered all the same.
+#[sqlx::test]
+async fn a_publish_wakes_its_own_nodes_worker_in_process(pool: PgPool) {
+    let app = spawn_app_dispatching(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("here", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    // The first publish may come before the node's worker for the new consumer runs.
+    app.publish_texts(&hook.queue, &["first"]).await;
+    receiver.wait_for(1, DEADLINE).await;
+    let (here, everywhere) = (publish_wakeups(&app, "this_node"), publish_wakeups(&app, "all_nodes"));
+    app.publish_texts(&hook.queue, &["second"]).await;
+    let got = receiver.wait_for(2, DEADLINE).await;
+    assert_eq!(got[1].body["messages"][0]["body"], "second");
+    assert_eq!(publish_wakeups(&app, "this_node"), here + 1, "the node's own worker was not woken in-process");
+    assert_eq!(publish_wakeups(&app, "all_nodes"), everywhere, "a notification was sent all the same");
+    app.stop_node();
+}
+
+/// A worker with no room for another batch (its consumer's one delivery at a time is in flight) is not
+/// woken in-process: the publish notifies every node, and the message comes once the delivery ends.
+#[sqlx::test]
+async fn a_publish_beside_a_busy_worker_notifies_every_node(pool: PgPool) {
+    let app = spawn_app_dispatching(pool.clone()).await;
+    let receiver = Receiver::start(|r| {
+        let slow = r.body["messages"][0]["body"] == "slow";
+        Answer { delay: Duration::from_millis(if slow { 1500 } else { 0 }), ..Answer::status(200) }
+    })
+    .await;
+    let settings = json!({"settings": {"max_wait_time_ms": 0, "max_concurrency": 1}});
+    let hook = app.webhook_queue("busy", &receiver.url, settings).await;
+    app.publish_texts(&hook.queue, &["slow"]).await;
+    receiver.wait_for(1, DEADLINE).await;
+    let everywhere = publish_wakeups(&app, "all_nodes");
+    app.publish_texts(&hook.queue, &["next"]).await;
+    assert_eq!(publish_wakeups(&app, "all_nodes"), everywhere + 1, "a busy worker was woken alone");
+    let got = receiver.wait_for(2, DEADLINE).await;
+    assert_eq!(got[1].body["messages"][0]["body"], "next");
+    app.stop_node();
+}
+
+/// A node's worker woken in-process by a publish, stopped before it could claim (its claim failed:
+/// the database ended its connection while the node was stopping), hands the wake-up to the other
+/// nodes: another node's worker, asleep and reading its consumers only every two minutes, delivers.
+#[sqlx::test]
+async fn a_worker_stopped_before_claiming_what_woke_it_leaves_it_to_the_other_nodes(pool: PgPool) {
+    let node = spawn_app_dispatching(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = node.webhook_queue("handed", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let other = start_dispatcher(&pool, Duration::from_secs(5)).await;
+    // Deliveries until one was woken in-process: the node's worker runs and has room.
+    let deadline = Instant::now() + DEADLINE;
+    for warm in 1.. {
+        let here = publish_wakeups(&node, "this_node");
+        node.publish_texts(&hook.queue, &["warm"]).await;
+        receiver.wait_for(warm, DEADLINE).await;
+        if publish_wakeups(&node, "this_node") > here {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no publish woke the node's own worker");
+    }
+    let delivered = receiver.received().len();
+    // The worker's next claim waits on this lock; the other publish then finds the worker still
+    // claiming, and leaves it a wake-up it never takes.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("lock table dispatch_slots in exclusive mode").execute(&mut *lock).await.unwrap();
+    let here = publish_wakeups(&node, "this_node");
+    node.publish_texts(&hook.queue, &["one"]).await;
+    let claim_waiting =
+        "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query like 'with candidates%'";
+    wait_until_some(&pool, claim_waiting, "the worker's claim did not wait on the lock").await;
+    node.publish_texts(&hook.queue, &["two"]).await;
+    assert_eq!(publish_wakeups(&node, "this_node"), here + 2);
+    node.stop_node();
+    // The node's listener gone: the node's stop has reached its tasks, the worker's loop among them.
+    let stopped = "select count(*) from (select 1 from pg_stat_activity where query like 'LISTEN%skiplock_changes%'
+                   having count(*) = 1) t";
+    wait_until_some(&pool, stopped, "the node did not stop").await;
+    let ended = "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
+                 where wait_event_type = 'Lock' and query like 'with candidates%') t";
+    sqlx::query(ended).execute(&pool).await.unwrap();
+    lock.rollback().await.unwrap();
+    let mut bodies: Vec<Value> = Vec::new();
+    for deliveries in delivered + 1.. {
+        let got = receiver.wait_for(deliveries, DEADLINE).await;
+        bodies = got[delivered..].iter().flat_map(|r| r.body["messages"].as_array().unwrap().clone()).collect();
+        if bodies.len() >= 2 {
+            break;
+        }
+    }
+    let bodies: Vec<&str> = bodies.iter().map(|m| m["body"].as_str().unwrap()).collect();
+    assert_eq!(bodies, ["one", "two"]);
+    other.stop().await;
 }

@@ -70,10 +70,16 @@ pub async fn spawn_app(pool: PgPool) -> TestApp {
 }
 
 pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
-    let Started { address, metrics, wakeups, metrics_address, stop } = start_node(&pool, limits).await;
+    let started = start_node(&pool, limits, &[Role::Api]).await;
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
-    let client = reqwest::Client::new();
-    TestApp { address, pool, account, token, metrics, wakeups, metrics_address, client, stop }
+    started.app(pool, account, token)
+}
+
+/// An app whose node also runs the webhook dispatcher, as `skiplock` does by default.
+pub async fn spawn_app_dispatching(pool: PgPool) -> TestApp {
+    let started = start_node(&pool, skiplock::limits::Limits::default(), &[Role::Api, Role::Dispatcher]).await;
+    let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
+    started.app(pool, account, token)
 }
 
 /// A node started by `start_node`.
@@ -85,8 +91,26 @@ struct Started {
     stop: CancellationToken,
 }
 
-/// A node with the API role on the test's database: its addresses, metrics and stop token.
-async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits) -> Started {
+impl Started {
+    /// The app that drives this node as `account`.
+    fn app(self, pool: PgPool, account: AccountId, token: String) -> TestApp {
+        let Started { address, metrics, wakeups, metrics_address, stop } = self;
+        TestApp {
+            address,
+            pool,
+            account,
+            token,
+            metrics,
+            wakeups,
+            metrics_address,
+            client: reqwest::Client::new(),
+            stop,
+        }
+    }
+}
+
+/// A node with `roles` on the test's database: its addresses, metrics and stop token.
+async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits, roles: &[Role]) -> Started {
     // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
     // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
     // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
@@ -98,12 +122,14 @@ async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits) -> Started 
         "--database-url=postgres://unused-the-pool-is-given",
         "--bind=127.0.0.1:0",
         "--metrics-bind=127.0.0.1:0",
+        // The dispatcher's receivers in tests listen on loopback.
+        "--webhook-allow-cidrs=127.0.0.0/8",
     ])
     .expect("test settings are valid");
     settings.limits = limits;
     settings.activity_flush_every = Duration::from_millis(200);
     let stop = CancellationToken::new();
-    let node = Node::start(&settings, &[Role::Api], node_pool, stop.clone()).await.expect("the node starts");
+    let node = Node::start(&settings, roles, node_pool, stop.clone()).await.expect("the node starts");
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
     let (metrics, wakeups) = (node.shared.metrics.clone(), node.shared.wakeups.clone());
     let metrics_address = format!("http://{}", node.metrics_addr);
@@ -128,11 +154,8 @@ impl TestApp {
 
     /// Another node on the same database, serving the same account with the same token.
     pub async fn another_node(&self) -> TestApp {
-        let Started { address, metrics, wakeups, metrics_address, stop } =
-            start_node(&self.pool, skiplock::limits::Limits::default()).await;
-        let (pool, account, token) = (self.pool.clone(), self.account, self.token.clone());
-        let client = reqwest::Client::new();
-        TestApp { address, pool, account, token, metrics, wakeups, metrics_address, client, stop }
+        let started = start_node(&self.pool, skiplock::limits::Limits::default(), &[Role::Api]).await;
+        started.app(self.pool.clone(), self.account, self.token.clone())
     }
 
     /// Stops this app's node, as a SIGTERM would.
