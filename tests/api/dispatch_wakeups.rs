@@ -285,18 +285,18 @@ async fn a_worker_stopped_before_claiming_what_woke_it_leaves_it_to_the_other_no
     sqlx::query("lock table dispatch_slots in exclusive mode").execute(&mut *lock).await.unwrap();
     let here = publish_wakeups(&node, "this_node");
     node.publish_texts(&hook.queue, &["one"]).await;
-    let claim_waiting =
-        "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query like 'with candidates%'";
+    let claim_waiting = "select count(*) from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock' and query like 'with candidates%'";
     wait_until_some(&pool, claim_waiting, "the worker's claim did not wait on the lock").await;
     node.publish_texts(&hook.queue, &["two"]).await;
     assert_eq!(publish_wakeups(&node, "this_node"), here + 2);
     node.stop_node();
     // The node's listener gone: the node's stop has reached its tasks, the worker's loop among them.
-    let stopped = "select count(*) from (select 1 from pg_stat_activity where query like 'LISTEN%skiplock_changes%'
-                   having count(*) = 1) t";
+    let stopped = "select count(*) from (select 1 from pg_stat_activity
+                   where datname = current_database() and query like 'LISTEN%skiplock_changes%' having count(*) = 1) t";
     wait_until_some(&pool, stopped, "the node did not stop").await;
     let ended = "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
-                 where wait_event_type = 'Lock' and query like 'with candidates%') t";
+                 where datname = current_database() and wait_event_type = 'Lock' and query like 'with candidates%') t";
     sqlx::query(ended).execute(&pool).await.unwrap();
     lock.rollback().await.unwrap();
     let mut bodies: Vec<Value> = Vec::new();
