@@ -17,8 +17,11 @@
 //! Statements run on connections the collector keeps rather than gives back to the pool after each:
 //! sqlx checks every connection given back with a round trip, which would be one more per publish.
 //!
-//! After the commit, a queue whose webhook consumer has a worker on this node ready to claim wakes that
-//! worker in-process: the node that stored the messages delivers them, and no notification is sent.
+//! A queue whose webhook consumer has a worker on this node waiting with a free slot and no batching
+//! wait has its messages leased to that worker by the statement that stores them, and handed to it after
+//! the commit: at a trickle, a claim per message was most of the push path's database cost. Otherwise a
+//! queue whose worker on this node is ready to claim wakes that worker in-process after the commit: the
+//! node that stored the messages delivers them, and no notification is sent.
 //! Otherwise dispatchers and long-polling pulls on every node are woken with `NOTIFY` by a task of its
 //! own, so a wake-up never holds up a publish answer and wake-ups for many commits go out together, as
 //! one statement. Only queues a webhook consumer reads, or that long-polling pulls wait on, are woken:
@@ -36,7 +39,7 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
-use crate::store::publish::{self, Publish, Stored};
+use crate::store::publish::{self, LeaseOffer, LeasedAtPublish, Publish, Published};
 use crate::wakeups::Wakeups;
 
 /// The most messages, and bytes of bodies, one statement stores.
@@ -73,7 +76,7 @@ impl Publisher {
     /// where they claim at once. It stops when every `Publisher` clone is dropped.
     pub fn start(pool: PgPool, here: Arc<Wakeups>) -> Publisher {
         let (jobs, queue) = mpsc::channel::<Job>(16 * 1024);
-        let wakes = Arc::new(Wakes { here, queues: SyncMutex::default(), added: Notify::new() });
+        let wakes = Arc::new(Wakes { here, pool: pool.clone(), queues: SyncMutex::default(), added: Notify::new() });
         tokio::spawn(collect(pool.clone(), queue, wakes.clone()));
         tokio::spawn(wake_dispatchers(pool, Arc::downgrade(&wakes)));
         Publisher { jobs }
@@ -258,9 +261,9 @@ impl Connections {
 
     /// Runs the publishes on a connection; one that failed other than with an error from the database
     /// may be broken, and is dropped.
-    async fn publish(&self, publishes: &[Publish<'_>]) -> Result<publish::Published, sqlx::Error> {
+    async fn publish(&self, publishes: &[Publish<'_>], offers: &[LeaseOffer]) -> Result<Published, sqlx::Error> {
         let mut conn = self.take().await?;
-        let outcome = publish::publish(&mut conn, publishes).await;
+        let outcome = publish::publish(&mut conn, publishes, offers).await;
         if matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_))) {
             self.spare.lock().expect("connections lock").push((conn, Instant::now()));
         }
@@ -272,11 +275,13 @@ impl Connections {
 async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let publishes: Vec<Publish<'_>> =
         batch.jobs.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
-    let outcome = connections.publish(&publishes).await.map_err(Arc::new);
+    let offers = wakes.here.offers(batch.jobs.iter().map(|j| j.queue));
+    let outcome = connections.publish(&publishes, &offers).await.map_err(Arc::new);
     drop(publishes);
-    if let Ok(published) = &outcome {
-        wakes.after_commit(&published.stored);
-    }
+    let outcome = outcome.map(|mut published| {
+        wakes.after_commit(&mut published);
+        published
+    });
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {
             Ok(published) => Ok(published
@@ -293,25 +298,52 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
 /// Queues with new messages whose dispatchers and pulls on every node have not been woken yet.
 struct Wakes {
     here: Arc<Wakeups>,
+    pool: PgPool,
     queues: SyncMutex<HashSet<QueueId>>,
     added: Notify,
 }
 
 impl Wakes {
-    /// Wakes this node's worker of each queue stored to where it claims at once; the others, and queues
-    /// that long-polling pulls wait on, are left for `NOTIFY`.
-    fn after_commit(&self, stored: &[Stored]) {
-        let notify: Vec<QueueId> = stored
+    /// Hands the messages the publish leased to the workers that offered to take them, and wakes this
+    /// node's worker of each other queue stored to where it claims at once; the others, and queues that
+    /// long-polling pulls wait on, are left for `NOTIFY`.
+    fn after_commit(&self, published: &mut Published) {
+        for batch in std::mem::take(&mut published.leased) {
+            if let Err(batch) = self.here.hand(batch) {
+                tokio::spawn(give_back(self.pool.clone(), batch));
+            }
+        }
+        let notify: Vec<QueueId> = published
+            .stored
             .iter()
-            .filter(|s| s.waited || (s.pushed && !self.here.wake_here(s.queue)))
+            .filter(|s| s.waited || (s.pushed && !s.all_leased && !self.here.wake_here(s.queue)))
             .map(|s| s.queue)
             .collect();
+        self.add(notify);
+    }
+
+    fn add(&self, queues: impl IntoIterator<Item = QueueId>) {
         let mut waiting = self.queues.lock().expect("wakes lock");
         let before = waiting.len();
-        waiting.extend(notify);
+        waiting.extend(queues);
         if waiting.len() > before {
             self.added.notify_one();
         }
+    }
+}
+
+/// Messages leased for a worker that stopped before they were handed to it: back to the queue, with
+/// their slot, and the dispatchers of every node woken for them. Should this fail, their lease and the
+/// slot's hold expire by themselves, as after a crash.
+async fn give_back(pool: PgPool, batch: LeasedAtPublish) {
+    let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
+    let given_back = async {
+        messages::release(&pool, batch.queue, &leases).await?;
+        crate::store::dispatch::release_slot(&pool, batch.consumer, batch.slot).await?;
+        messages::wake(&pool, &[batch.queue], true).await
+    };
+    if let Err(err) = given_back.await {
+        tracing::warn!(error = %err, "giving back messages leased for a stopped worker failed; their lease expires");
     }
 }
 

@@ -143,6 +143,13 @@ impl Delivery {
         Ok(leased)
     }
 
+    /// Takes as leased by `route` the messages a publish leased as it stored them (see
+    /// `store::publish::LeaseOffer`), recording them as a claim's would be.
+    pub fn adopt(&self, route: &Route, leased: store::publish::LeasedAtPublish) -> Claim {
+        self.activity.delivered(route.kind, leased.messages.len());
+        Claim { messages: leased.messages, slot: Some(leased.slot), secrets: leased.secrets, ..Claim::default() }
+    }
+
     /// Applies a batch's answers. None when the account has no such queue. `route` is needed only when
     /// some answer is a retry (an ack needs no more than the queue); `floor_seconds` is the least delay of
     /// any retry (a receiver's Retry-After).

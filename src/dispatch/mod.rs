@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use sqlx::PgPool;
+use tokio::sync::mpsc;
 
 use crate::activity::Activity;
 use crate::delivery::{Answer, Delivery, Route, RouteSettings};
@@ -31,8 +32,9 @@ use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::lease::Signer;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{AckedBatch, HeldSlot, SlotRequest, StoredMessage};
+use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 use crate::store::{self};
-use crate::wakeups::Wakeups;
+use crate::wakeups::{Offer, Wakeups};
 use client::{Reply, WebhookClient};
 
 pub use worker::run;
@@ -159,9 +161,7 @@ impl Dispatcher {
         self.settings.timeout * 2 + Duration::from_secs(5)
     }
 
-    /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready
-    /// or every slot is taken.
-    pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
+    async fn route(&self, c: &WebhookConsumer) -> Result<Route, sqlx::Error> {
         let settings = RouteSettings {
             kind: ConsumerKind::Webhook,
             dead_letter_queue: &c.dead_letter_queue,
@@ -170,7 +170,34 @@ impl Dispatcher {
             retention_seconds: c.retention_seconds,
             retry: c.retry,
         };
-        let route = self.delivery.route_with(c.account_id, c.queue_id, settings).await?;
+        self.delivery.route_with(c.account_id, c.queue_id, settings).await
+    }
+
+    /// The terms on which `c`'s worker takes messages leased by the publish that stores them: those of
+    /// its claim. Only a consumer without a batching wait makes one (a claim would deliver at once).
+    fn offer(&self, c: &WebhookConsumer, hand: &mpsc::UnboundedSender<LeasedAtPublish>) -> Option<Offer> {
+        let terms = LeaseOffer {
+            queue: c.queue_id,
+            consumer: c.id,
+            max_concurrency: c.max_concurrency,
+            lease_ms: self.lease().as_millis() as i64,
+            batch_size: c.batch_size,
+        };
+        c.max_wait.is_zero().then(|| Offer { terms, hand: hand.clone() })
+    }
+
+    /// A batch of messages a publish leased for `c`, as its claim would have found them.
+    async fn adopt(&self, c: &WebhookConsumer, leased: LeasedAtPublish) -> Result<Batch, sqlx::Error> {
+        let route = self.route(c).await?;
+        let claim = self.delivery.adopt(&route, leased);
+        let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
+        Ok(Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route })
+    }
+
+    /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready
+    /// or every slot is taken.
+    pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
+        let route = self.route(c).await?;
         let lease_ms = self.lease().as_millis() as i64;
         let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
         let key = (c.id, c.max_concurrency);

@@ -6,15 +6,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use super::{Dispatcher, WebhookConsumer};
 use crate::ids::ConsumerId;
 use crate::store;
+use crate::store::publish::LeasedAtPublish;
 
 /// How soon a worker looks again after the database failed it.
 const AFTER_ERROR: Duration = Duration::from_secs(1);
@@ -118,19 +119,36 @@ async fn work(
 ) {
     let mut in_flight = JoinSet::new();
     let queue = config.borrow().queue_id;
+    // Batches that publishes on this node leased for this worker (see `Dispatcher::offer`).
+    let (hand, mut handed) = mpsc::unbounded_channel();
+    let mut adopted = None;
+    // When the queue's next delayed or leased message is due, as the last look found it.
+    let mut due: Option<Instant> = None;
     loop {
         while in_flight.try_join_next().is_some() {}
         let consumer = config.borrow_and_update().clone();
-        let next = match next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await {
+        let step = match adopted.take() {
+            Some(leased) => {
+                let left = due.map(|due| due.saturating_duration_since(Instant::now()));
+                take_leased(&dispatcher, &consumer, leased, &mut in_flight, &shutdown).await.map(|()| Next::Wait(left))
+            }
+            None => next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await,
+        };
+        let next = match step {
             Ok(next) => next,
             Err(err) => {
                 tracing::warn!(error = %err, consumer = %consumer.id, "dispatching failed; will retry");
                 Next::Wait(Some(AFTER_ERROR))
             }
         };
-        // Publishes on this node wake the worker in-process while it would claim at once.
+        if let Next::Wait(wait) = next {
+            due = wait.map(|wait| Instant::now() + wait);
+        }
+        // Publishes on this node wake the worker in-process while it would claim at once, and lease their
+        // messages for it while it waits with a slot to spare.
         let room = in_flight.len() < consumer.max_concurrency.max(1) as usize;
-        dispatcher.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)));
+        let offer = (room && matches!(next, Next::Wait(_))).then(|| dispatcher.offer(&consumer, &hand)).flatten();
+        dispatcher.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)), offer);
         let (wait, slots_taken, node_full) = match next {
             Next::More => continue,
             Next::SlotsTaken => (Some(SLOT_POLL), true, false),
@@ -147,6 +165,7 @@ async fn work(
             // A worker told to stop claims nothing more, even if woken meanwhile (see below).
             biased;
             _ = stop.cancelled() => break,
+            Some(leased) = handed.recv() => adopted = Some(leased),
             _ = wake.notified() => {}
             _ = config.changed() => {}
             _ = timer => {}
@@ -154,7 +173,13 @@ async fn work(
             _ = dispatcher.in_flight.freed().notified(), if node_full => {}
         }
     }
-    dispatcher.wakeups.claims_here(queue, false);
+    dispatcher.wakeups.claims_here(queue, false, None);
+    // Batches leased for this worker that it will not deliver go back to the queue, for another node.
+    handed.close();
+    let consumer = config.borrow().clone();
+    for leased in adopted.into_iter().chain(std::iter::from_fn(|| handed.try_recv().ok())) {
+        give_back(&dispatcher, &consumer, leased).await;
+    }
     // A publish that woke this worker alone just before it stopped: the other nodes take its messages.
     let unserved = tokio::select! { biased; _ = wake.notified() => true, () = std::future::ready(()) => false };
     if unserved {
@@ -163,6 +188,33 @@ async fn work(
         }
     }
     while in_flight.join_next().await.is_some() {}
+}
+
+/// Delivers a batch a publish leased for this worker, as one it claimed; without a place in flight on
+/// this node for the account, the batch goes back to the queue to be claimed when one frees.
+async fn take_leased(
+    dispatcher: &Arc<Dispatcher>,
+    consumer: &WebhookConsumer,
+    leased: LeasedAtPublish,
+    in_flight: &mut JoinSet<()>,
+    shutdown: &CancellationToken,
+) -> Result<(), sqlx::Error> {
+    let Some(place) = dispatcher.in_flight.take(consumer.account_id) else {
+        give_back(dispatcher, consumer, leased).await;
+        return Ok(());
+    };
+    let batch = dispatcher.adopt(consumer, leased).await?;
+    deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
+    Ok(())
+}
+
+/// Releases a leased batch this worker will not deliver, and wakes the queue's dispatchers on every node.
+async fn give_back(dispatcher: &Dispatcher, consumer: &WebhookConsumer, leased: LeasedAtPublish) {
+    let leases: Vec<_> = leased.messages.iter().map(|m| (m.id, m.attempts)).collect();
+    dispatcher.release(consumer, &leases, Some(leased.slot)).await;
+    if let Err(err) = store::messages::wake(&dispatcher.pool, &[leased.queue], true).await {
+        tracing::warn!(error = %err, "waking the dispatchers failed; their timers find the messages");
+    }
 }
 
 async fn next_step(

@@ -1,10 +1,12 @@
 //! Publishing: the statements that store the messages of many publishes at once (the group commit's),
 //! with their idempotency keys and ordering keys, and the sweep of expired idempotency keys.
 
+use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, PgExecutor};
 
-use crate::ids::{AccountId, MessageId, QueueId};
+use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
+use crate::store::messages::StoredMessage;
 
 /// A queue that took its messages, and who needs waking for them.
 #[derive(Debug, Clone, Copy)]
@@ -14,6 +16,30 @@ pub struct Stored {
     pub pushed: bool,
     /// Long-polling pulls wait on the queue, on some node (see `wait_on`).
     pub waited: bool,
+    /// Every message the queue took was leased by the publish itself (`LeaseOffer`): no worker needs waking.
+    pub all_leased: bool,
+}
+
+/// A dispatcher worker's standing offer to take its queue's next messages leased by the statement that
+/// stores them, on the terms its own claim would use.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseOffer {
+    pub queue: QueueId,
+    pub consumer: ConsumerId,
+    pub max_concurrency: i32,
+    pub lease_ms: i64,
+    pub batch_size: i64,
+}
+
+/// Messages a publish stored leased to an offering worker, holding one of its consumer's dispatch slots.
+#[derive(Debug)]
+pub struct LeasedAtPublish {
+    pub queue: QueueId,
+    pub consumer: ConsumerId,
+    pub slot: i32,
+    pub messages: Vec<StoredMessage>,
+    /// The consumer's signing secrets as the statement read them.
+    pub secrets: Vec<String>,
 }
 
 /// What one statement of publishes did: the queues that took their messages, and for each publish (in
@@ -22,6 +48,7 @@ pub struct Stored {
 pub struct Published {
     pub stored: Vec<Stored>,
     pub duplicates: Vec<usize>,
+    pub leased: Vec<LeasedAtPublish>,
 }
 
 /// A publish of one or more messages to one queue, as the group-commit writer collects them.
@@ -37,6 +64,17 @@ struct PublishRow {
     pushed: bool,
     waited: bool,
     duplicate: Option<MessageId>,
+    /// Only `PUBLISH_LEASING`'s rows of leased messages have these.
+    #[sqlx(default)]
+    leased: Option<MessageId>,
+    #[sqlx(default)]
+    slot: Option<i32>,
+    #[sqlx(default)]
+    published_at: Option<DateTime<Utc>>,
+    #[sqlx(default)]
+    signing_secret: Option<String>,
+    #[sqlx(default)]
+    previous_signing_secret: Option<String>,
 }
 
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
@@ -204,6 +242,66 @@ macro_rules! publish_any_keys {
     };
 }
 
+/// Publishes without keys to queues some of whose dispatcher workers on this node offer to take their
+/// messages (`$10`-`$14`, one entry per `LeaseOffer`). A claim of such a queue right after the commit
+/// would find just these messages; so, as that claim would, the statement stores the queue's first
+/// messages that are due now, up to a batch, leased to the worker (a first delivery under way), and takes
+/// one of its consumer's free dispatch slots for them. A queue that is paused, delays its messages or has
+/// no free slot stores them as any publish does. `offers` is evaluated once: its SKIP LOCKED look takes
+/// one slot per offer. The consumer's secrets are read as a claim reads them, so that a batch stored after
+/// a rotation answered is signed with the new secret.
+const PUBLISH_LEASING: &str = "with live as (
+         select q.id, q.delivery_delay, q.delivery_paused from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     offers as materialized (
+         select o.queue_id, f.consumer_id, f.slot, o.lease_ms, o.batch_size
+         from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
+             as o(queue_id, consumer_id, max_concurrency, lease_ms, batch_size)
+         join live l on l.id = o.queue_id and not l.delivery_paused and l.delivery_delay = 0
+         cross join lateral (
+             select d.consumer_id, d.slot from dispatch_slots d
+             where d.consumer_id = o.consumer_id and d.slot < o.max_concurrency and d.held_until < now()
+             limit 1
+             for update skip locked) f
+         where exists (select 1 from unnest($4::uuid[], $7::int8[]) as m(queue_id, delay)
+                       where m.queue_id = o.queue_id and coalesce(m.delay, 0) = 0)),
+     slots as (
+         update dispatch_slots s set held_until = now() + make_interval(secs => o.lease_ms / 1000)
+         from offers o join consumers c on c.id = o.consumer_id
+         where (s.consumer_id, s.slot) = (o.consumer_id, o.slot)
+         returning o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
+                   case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
+                       as previous_signing_secret),
+     bodies as (
+         insert into message_bodies (id, content_type, body)
+         select m.id, m.content_type, m.body
+         from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
+         where m.queue_id in (select id from live)),
+     inserted as (
+         insert into messages (id, queue_id, available_at, attempts, leased, size, published_at)
+         select m.id, m.queue_id,
+                case when a.leased then now() + make_interval(secs => s.lease_ms / 1000)
+                     else now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
+                a.leased::int4, a.leased, m.size, now()
+         from (select u.*, row_number() over (partition by u.queue_id order by coalesce(u.delay, 0) <> 0, u.i) as n
+               from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) with ordinality
+                   as u(id, queue_id, delay, size, i)) m
+         join live l on l.id = m.queue_id
+         left join slots s on s.queue_id = m.queue_id
+         cross join lateral (
+             select s.slot is not null and coalesce(m.delay, 0) = 0 and m.n <= s.batch_size as leased) a
+         returning id, queue_id, leased)
+     select l.id as queue,
+            exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
+            exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
+            null::uuid as duplicate, null::uuid as leased, null::int4 as slot, null::timestamptz as published_at,
+            null::text as signing_secret, null::text as previous_signing_secret
+     from live l
+     union all
+     select i.queue_id, false, false, null, i.id, s.slot, now(), s.signing_secret, s.previous_signing_secret
+     from inserted i join slots s on s.queue_id = i.queue_id
+     where i.leased";
+
 /// Each statement without ordering keys (index 0) and with them (index 1).
 const PUBLISH: [&str; 2] = [publish!(plain), publish!(ordered)];
 const PUBLISH_NEW_KEYS: [&str; 2] = [publish_new_keys!(plain), publish_new_keys!(ordered)];
@@ -220,7 +318,13 @@ const PUBLISH_ANY_KEYS: [&str; 2] = [publish_any_keys!(plain), publish_any_keys!
 /// turns out to be held does the statement run again as `PUBLISH_ANY_KEYS`, whose `on conflict` costs
 /// more per key (nothing of the failed statement was committed). Both insert the keys in the order
 /// given, sorted here, so concurrent statements sharing keys wait on each other but never deadlock.
-pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Result<Published, sqlx::Error> {
+///
+/// Publishes without keys to queues in `offers` run as `PUBLISH_LEASING`, and return what it leased.
+pub async fn publish(
+    conn: &mut PgConnection,
+    publishes: &[Publish<'_>],
+    offers: &[LeaseOffer],
+) -> Result<Published, sqlx::Error> {
     let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
     targets.sort_by_key(|(q, a)| (q.0, a.0));
     targets.dedup();
@@ -270,7 +374,17 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
             .bind(&sizes)
             .bind(&ordering_keys)
     };
-    let rows = if !keyed {
+    let leasing = !keyed && ordered == 0 && !offers.is_empty();
+    let rows = if leasing {
+        query(PUBLISH_LEASING)
+            .bind(offers.iter().map(|o| o.queue).collect::<Vec<_>>())
+            .bind(offers.iter().map(|o| o.consumer).collect::<Vec<_>>())
+            .bind(offers.iter().map(|o| o.max_concurrency).collect::<Vec<_>>())
+            .bind(offers.iter().map(|o| o.lease_ms as f64).collect::<Vec<_>>())
+            .bind(offers.iter().map(|o| o.batch_size).collect::<Vec<_>>())
+            .fetch_all(&mut *conn)
+            .await?
+    } else if !keyed {
         query(PUBLISH[ordered]).fetch_all(&mut *conn).await?
     } else {
         // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
@@ -297,13 +411,32 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
     };
     let mut published = Published::default();
     let mut duplicate_ids = std::collections::HashSet::new();
+    let mut leased = std::collections::HashMap::new();
+    let mut secrets = std::collections::HashMap::new();
     for row in rows {
-        match (row.queue, row.duplicate) {
-            (Some(queue), _) => published.stored.push(Stored { queue, pushed: row.pushed, waited: row.waited }),
-            (None, Some(id)) => {
+        match (row.queue, row.duplicate, row.leased) {
+            (Some(queue), _, Some(id)) => {
+                secrets.entry(queue).or_insert_with(|| {
+                    row.signing_secret.into_iter().chain(row.previous_signing_secret).collect::<Vec<_>>()
+                });
+                leased.extend(row.slot.zip(row.published_at).map(|found| (id, found)));
+            }
+            (Some(queue), _, None) => {
+                published.stored.push(Stored { queue, pushed: row.pushed, waited: row.waited, all_leased: false })
+            }
+            (None, Some(id), _) => {
                 duplicate_ids.insert(id);
             }
-            (None, None) => {}
+            (None, None, _) => {}
+        }
+    }
+    if !leased.is_empty() {
+        published.leased = leased_batches(publishes, &ids, offers, &leased, &mut secrets);
+        for stored in &mut published.stored {
+            let taken: usize = publishes.iter().filter(|p| p.queue == stored.queue).map(|p| p.messages.len()).sum();
+            let leased: usize =
+                published.leased.iter().filter(|b| b.queue == stored.queue).map(|b| b.messages.len()).sum();
+            stored.all_leased = leased == taken;
         }
     }
     let mut next = ids.iter();
@@ -312,6 +445,46 @@ pub async fn publish(conn: &mut PgConnection, publishes: &[Publish<'_>]) -> Resu
         .map(|p| next.by_ref().take(p.messages.len()).filter(|id| duplicate_ids.contains(id)).count())
         .collect();
     Ok(published)
+}
+
+/// The messages `PUBLISH_LEASING` leased (their slot and publication time), as one batch per queue in
+/// publish order, with the bodies the publishes brought and the secrets the statement read.
+fn leased_batches(
+    publishes: &[Publish<'_>],
+    ids: &[MessageId],
+    offers: &[LeaseOffer],
+    leased: &std::collections::HashMap<MessageId, (i32, DateTime<Utc>)>,
+    secrets: &mut std::collections::HashMap<QueueId, Vec<String>>,
+) -> Vec<LeasedAtPublish> {
+    let mut batches: Vec<LeasedAtPublish> = Vec::new();
+    let mut id = ids.iter();
+    for p in publishes {
+        for (m, id) in p.messages.iter().zip(id.by_ref()) {
+            let Some(&(slot, published_at)) = leased.get(id) else { continue };
+            let Some(offer) = offers.iter().find(|o| o.queue == p.queue) else { continue };
+            let message = StoredMessage {
+                id: *id,
+                attempts: 1,
+                published_at,
+                content_type: m.content_type.code(),
+                body: m.body.to_vec(),
+                dead_letter_source: None,
+                dead_lettered_at: None,
+                ordering_key: None,
+            };
+            match batches.iter_mut().find(|b| b.queue == p.queue) {
+                Some(batch) => batch.messages.push(message),
+                None => batches.push(LeasedAtPublish {
+                    queue: p.queue,
+                    consumer: offer.consumer,
+                    slot,
+                    messages: vec![message],
+                    secrets: secrets.remove(&p.queue).unwrap_or_default(),
+                }),
+            }
+        }
+    }
+    batches
 }
 
 /// Forgets up to `limit` keys past their window; returns how many. Bounded so that it never holds

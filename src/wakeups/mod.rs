@@ -17,13 +17,14 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgListener;
 use sqlx::PgPool;
 use tokio::sync::futures::Notified;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::store::consumers::CHANGES_CHANNEL;
 use crate::store::messages::WAKE_CHANNEL;
+use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 pub use marks::KnownEmpty;
 use marks::Marks;
 
@@ -86,6 +87,8 @@ struct Waiting {
     dispatch: HashMap<QueueId, Arc<Notify>>,
     /// Queues whose worker on this node claims as soon as it is woken (see `wake_here`).
     claiming: HashSet<QueueId>,
+    /// Queues whose worker on this node takes their messages leased by the publish itself (see `offers`).
+    offers: HashMap<QueueId, Offer>,
     /// This node's marks of queues as waited on, and what it knows of the marked queues.
     marks: Marks,
 }
@@ -101,6 +104,14 @@ pub struct Wakeups {
     listening: AtomicBool,
     /// A consumer changed on some node: the dispatcher reads its consumers again.
     consumers_changed: Notify,
+}
+
+/// A dispatcher worker's offer to take its queue's messages as a publish on this node stores them: the
+/// terms of its claim, and where to hand them.
+#[derive(Clone)]
+pub struct Offer {
+    pub terms: LeaseOffer,
+    pub hand: mpsc::UnboundedSender<LeasedAtPublish>,
 }
 
 /// One waiting pull's place; dropping it leaves the wait.
@@ -143,15 +154,43 @@ impl Wakeups {
         self.waiting.lock().expect("wakeups lock").dispatch.entry(queue).or_default().clone()
     }
 
-    /// Whether this node's worker of `queue` claims as soon as it is woken: it is running, not stopping,
-    /// and has room for another batch in flight.
-    pub fn claims_here(&self, queue: QueueId, claims: bool) {
+    /// Whether this node's worker of `queue` claims as soon as it is woken (it is running, not stopping,
+    /// and has room for another batch in flight), and whether it takes messages leased by the publish
+    /// that stores them (`offer`).
+    pub fn claims_here(&self, queue: QueueId, claims: bool, offer: Option<Offer>) {
         let mut waiting = self.waiting.lock().expect("wakeups lock");
         if claims {
             waiting.claiming.insert(queue);
         } else {
             waiting.claiming.remove(&queue);
         }
+        match offer {
+            Some(offer) => waiting.offers.insert(queue, offer),
+            None => waiting.offers.remove(&queue),
+        };
+    }
+
+    /// The offers of this node's workers of `queues`, for a publish to lease their messages with.
+    pub fn offers(&self, queues: impl IntoIterator<Item = QueueId>) -> Vec<LeaseOffer> {
+        let waiting = self.waiting.lock().expect("wakeups lock");
+        let mut offers: Vec<LeaseOffer> =
+            queues.into_iter().filter_map(|queue| waiting.offers.get(&queue)).map(|offer| offer.terms).collect();
+        offers.sort_by_key(|offer| offer.queue.0);
+        offers.dedup_by_key(|offer| offer.queue);
+        offers
+    }
+
+    /// Hands messages a publish leased to the worker that offered to take them; gives them back when that
+    /// worker has stopped meanwhile, for the caller to release.
+    pub fn hand(&self, batch: LeasedAtPublish) -> Result<(), LeasedAtPublish> {
+        let hand = {
+            let waiting = self.waiting.lock().expect("wakeups lock");
+            waiting.offers.get(&batch.queue).filter(|o| o.terms.consumer == batch.consumer).map(|o| o.hand.clone())
+        };
+        let Some(hand) = hand else { return Err(batch) };
+        hand.send(batch).map_err(|returned| returned.0)?;
+        self.metrics.publish_wakeups.with_label_values(&["leased_by_publish"]).inc();
+        Ok(())
     }
 
     /// Wakes this node's worker of `queue` in-process if it claims at once, and says whether it did. A

@@ -212,9 +212,16 @@ async fn a_consumer_deleted_and_made_again_delivers_to_the_new_one(pool: PgPool)
     assert_eq!(old.received().len(), 1, "the deleted consumer got nothing more");
 }
 
-/// Publishes on this node that woke `to` ("this_node": its own worker, in-process; "all_nodes": NOTIFY).
+/// Publishes on this node that woke `to` ("this_node": its own worker, in-process; "all_nodes": NOTIFY;
+/// "leased_by_publish": its own worker took the messages leased by the publish).
 fn publish_wakeups(app: &TestApp, to: &str) -> u64 {
     app.metrics.publish_wakeups.with_label_values(&[to]).get()
+}
+
+/// Settings under which a worker claims as soon as a message is published, but takes nothing leased by
+/// the publish (it has a batching wait, which a batch of one message ends).
+fn claims_when_woken() -> Value {
+    json!({"settings": {"max_wait_time_ms": 1000, "batch_size": 1}})
 }
 
 /// A node that runs the dispatcher too wakes its own worker in-process when that worker claims at
@@ -223,7 +230,7 @@ fn publish_wakeups(app: &TestApp, to: &str) -> u64 {
 async fn a_publish_wakes_its_own_nodes_worker_in_process(pool: PgPool) {
     let app = spawn_app_dispatching(pool.clone()).await;
     let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = app.webhook_queue("here", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let hook = app.webhook_queue("here", &receiver.url, claims_when_woken()).await;
     // The first publish may come before the node's worker for the new consumer runs.
     app.publish_texts(&hook.queue, &["first"]).await;
     receiver.wait_for(1, DEADLINE).await;
@@ -265,7 +272,7 @@ async fn a_publish_beside_a_busy_worker_notifies_every_node(pool: PgPool) {
 async fn a_worker_stopped_before_claiming_what_woke_it_leaves_it_to_the_other_nodes(pool: PgPool) {
     let node = spawn_app_dispatching(pool.clone()).await;
     let receiver = Receiver::start(|_| Answer::status(200)).await;
-    let hook = node.webhook_queue("handed", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    let hook = node.webhook_queue("handed", &receiver.url, claims_when_woken()).await;
     let other = start_dispatcher(&pool, Duration::from_secs(5)).await;
     // Deliveries until one was woken in-process: the node's worker runs and has room.
     let deadline = Instant::now() + DEADLINE;
@@ -310,4 +317,63 @@ async fn a_worker_stopped_before_claiming_what_woke_it_leaves_it_to_the_other_no
     let bodies: Vec<&str> = bodies.iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert_eq!(bodies, ["one", "two"]);
     other.stop().await;
+}
+
+/// A node's worker that waits with a slot to spare and no batching wait takes the messages of a publish
+/// on its node leased by the statement that stores them: nothing is woken, nothing claimed, and the
+/// message arrives as its first delivery.
+#[sqlx::test]
+async fn a_publish_leases_its_messages_for_its_own_nodes_waiting_worker(pool: PgPool) {
+    let app = spawn_app_dispatching(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let hook = app.webhook_queue("leased", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    // Until the node's worker for the new consumer runs and waits, publishes wake it or notify.
+    let deadline = Instant::now() + DEADLINE;
+    for sent in 1.. {
+        let count = |app: &TestApp| ["leased_by_publish", "this_node", "all_nodes"].map(|to| publish_wakeups(app, to));
+        let before = count(&app);
+        let body = format!("message {sent}");
+        app.publish_texts(&hook.queue, &[body.as_str()]).await;
+        let got = receiver.wait_for(sent, DEADLINE).await;
+        let after = count(&app);
+        if after[0] > before[0] {
+            assert_eq!(after, [before[0] + 1, before[1], before[2]], "the leased publish woke a worker as well");
+            let message = &got[sent - 1].body["messages"][0];
+            assert_eq!((message["body"].as_str(), message["attempts"].as_i64()), (Some(body.as_str()), Some(1)));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no publish leased its message for the node's worker");
+    }
+    app.stop_node();
+}
+
+/// Messages a publish leased for a worker that stopped before they were handed to it go back to the
+/// queue at once, with their slot: another node delivers them long before their lease would end.
+#[sqlx::test]
+async fn messages_leased_for_a_worker_that_stopped_are_given_back_at_once(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (receiver, hook, running) = acked_queue(&app, &pool, "given-back").await;
+    // The other node's worker has claimed once, which makes the consumer's dispatch slots.
+    app.publish_texts(&hook.queue, &["first"]).await;
+    receiver.wait_for(1, DEADLINE).await;
+    // This node (API only) is made to believe it has a worker for the queue, leasing for ten minutes.
+    let queue: skiplock::ids::QueueId = hook.queue.parse().unwrap();
+    let consumer: skiplock::ids::ConsumerId = hook.consumer.parse().unwrap();
+    let (hand, mut handed) = tokio::sync::mpsc::unbounded_channel();
+    let terms =
+        skiplock::store::publish::LeaseOffer { queue, consumer, max_concurrency: 2, lease_ms: 600_000, batch_size: 10 };
+    app.wakeups.claims_here(queue, true, Some(skiplock::wakeups::Offer { terms, hand }));
+    app.publish_texts(&hook.queue, &["kept"]).await;
+    let kept = handed.recv().await.expect("the publish leased its message for the offering worker");
+    assert_eq!(kept.messages.len(), 1);
+    // The worker stops; the next publish leases for it all the same, and finds it gone.
+    drop(handed);
+    app.publish_texts(&hook.queue, &["given back"]).await;
+    let got = receiver.wait_for(2, DEADLINE).await;
+    let message = &got[1].body["messages"][0];
+    assert_eq!((message["body"].as_str(), message["attempts"].as_i64()), (Some("given back"), Some(1)));
+    let held = "select count(*) from dispatch_slots where held_until > now() + interval '1 minute'";
+    let (held,): (i64,) = sqlx::query_as(held).fetch_one(&pool).await.unwrap();
+    assert_eq!(held, 1, "only the slot of the batch still out is held for its lease");
+    running.stop().await;
 }
