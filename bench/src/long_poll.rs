@@ -40,8 +40,9 @@ pub struct LongPollArgs {
     /// Idle: waiting pulls, one per queue, 100 queues per account.
     #[arg(long, default_value_t = 1000)]
     pub idle_pulls: usize,
-    /// Idle: measured seconds (40 covers one period of the queues' waiter marks at 20 s waits).
-    #[arg(long, default_value_t = 40)]
+    /// Idle: measured seconds. 60 covers one period of the looks that stand for the long polls after
+    /// them (a minute); the queues' waiter marks, rewritten every 270 s at 20 s waits, fall outside it.
+    #[arg(long, default_value_t = 60)]
     pub idle_seconds: u32,
     /// Run only these parts (w7, idle), comma-separated.
     #[arg(long, value_delimiter = ',')]

@@ -186,12 +186,12 @@ impl Dispatcher {
         c.max_wait.is_zero().then(|| Offer { terms, hand: hand.clone() })
     }
 
-    /// A batch of messages a publish leased for `c`, as its claim would have found them.
-    async fn adopt(&self, c: &WebhookConsumer, leased: LeasedAtPublish) -> Result<Batch, sqlx::Error> {
-        let route = self.route(c).await?;
+    /// A batch of messages a publish leased for a consumer whose route is `route`, as its claim would
+    /// have found them.
+    fn adopt(&self, route: Route, leased: LeasedAtPublish) -> Batch {
         let claim = self.delivery.adopt(&route, leased);
         let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
-        Ok(Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route })
+        Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route }
     }
 
     /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready

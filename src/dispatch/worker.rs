@@ -130,7 +130,7 @@ async fn work(
         let step = match adopted.take() {
             Some(leased) => {
                 let left = due.map(|due| due.saturating_duration_since(Instant::now()));
-                take_leased(&dispatcher, &consumer, leased, &mut in_flight, &shutdown).await.map(|()| Next::Wait(left))
+                take_leased(&dispatcher, &consumer, leased, &mut in_flight, &shutdown, left).await
             }
             None => next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await,
         };
@@ -190,22 +190,30 @@ async fn work(
     while in_flight.join_next().await.is_some() {}
 }
 
-/// Delivers a batch a publish leased for this worker, as one it claimed; without a place in flight on
-/// this node for the account, the batch goes back to the queue to be claimed when one frees.
+/// Delivers a batch a publish leased for this worker, as one it claimed, then waits as before (`left`);
+/// without a place in flight on this node for the account, the batch goes back to the queue to be
+/// claimed when one frees.
 async fn take_leased(
     dispatcher: &Arc<Dispatcher>,
     consumer: &WebhookConsumer,
     leased: LeasedAtPublish,
     in_flight: &mut JoinSet<()>,
     shutdown: &CancellationToken,
-) -> Result<(), sqlx::Error> {
+    left: Option<Duration>,
+) -> Result<Next, sqlx::Error> {
     let Some(place) = dispatcher.in_flight.take(consumer.account_id) else {
         give_back(dispatcher, consumer, leased).await;
-        return Ok(());
+        return Ok(Next::NodeFull);
     };
-    let batch = dispatcher.adopt(consumer, leased).await?;
-    deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
-    Ok(())
+    let route = match dispatcher.route(consumer).await {
+        Ok(route) => route,
+        Err(err) => {
+            give_back(dispatcher, consumer, leased).await;
+            return Err(err);
+        }
+    };
+    deliver(dispatcher, consumer, dispatcher.adopt(route, leased), place, in_flight, shutdown);
+    Ok(Next::Wait(left))
 }
 
 /// Releases a leased batch this worker will not deliver, and wakes the queue's dispatchers on every node.

@@ -31,9 +31,11 @@ use marks::Marks;
 /// How long the listener waits before connecting again after losing its connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 /// How long a queue stays marked as waited on in the database, and how much of it this node counts on
-/// (less, for the clocks' sake); a wait ending later than the mark writes it again.
-const MARK_SECONDS: i64 = 60;
-const MARK_TRUSTED: Duration = Duration::from_secs(50);
+/// (less, for the clocks' sake); a wait ending later than the mark writes it again. Long, because idle
+/// long polls rewrite it: with 20 s waits, once every 270 s per queue and node. The price is a
+/// notification per publish, nobody listening, for up to five minutes after a queue's last long poll.
+const MARK_SECONDS: i64 = 300;
+const MARK_TRUSTED: Duration = Duration::from_secs(290);
 /// After writing a mark, a wait looks again this soon: a publish already running when the mark was
 /// written may not have seen it, and so may not wake anyone.
 pub const FRESH_MARK_LOOK: Duration = Duration::from_millis(250);
