@@ -278,10 +278,15 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let offers = wakes.here.offers(batch.jobs.iter().map(|j| j.queue));
     let outcome = connections.publish(&publishes, &offers).await.map_err(Arc::new);
     drop(publishes);
+    let mut unhanded = Vec::new();
     let outcome = outcome.map(|mut published| {
-        wakes.after_commit(&mut published);
+        unhanded = wakes.after_commit(&mut published);
         published
     });
+    // Before the answers, which a stopping node waits for: so they are given back before its pool closes.
+    for batch in unhanded {
+        give_back(&wakes.pool, batch).await;
+    }
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {
             Ok(published) => Ok(published
@@ -304,15 +309,13 @@ struct Wakes {
 }
 
 impl Wakes {
-    /// Hands the messages the publish leased to the workers that offered to take them, and wakes this
-    /// node's worker of each other queue stored to where it claims at once; the others, and queues that
-    /// long-polling pulls wait on, are left for `NOTIFY`.
-    fn after_commit(&self, published: &mut Published) {
-        for batch in std::mem::take(&mut published.leased) {
-            if let Err(batch) = self.here.hand(batch) {
-                tokio::spawn(give_back(self.pool.clone(), batch));
-            }
-        }
+    /// Hands the messages the publish leased to the workers that offered to take them (returning those
+    /// whose worker has stopped meanwhile, for `give_back`), and wakes this node's worker of each other
+    /// queue stored to where it claims at once; the others, and queues that long-polling pulls wait on,
+    /// are left for `NOTIFY`.
+    fn after_commit(&self, published: &mut Published) -> Vec<LeasedAtPublish> {
+        let unhanded: Vec<LeasedAtPublish> =
+            std::mem::take(&mut published.leased).into_iter().filter_map(|batch| self.here.hand(batch).err()).collect();
         let notify: Vec<QueueId> = published
             .stored
             .iter()
@@ -320,6 +323,7 @@ impl Wakes {
             .map(|s| s.queue)
             .collect();
         self.add(notify);
+        unhanded
     }
 
     fn add(&self, queues: impl IntoIterator<Item = QueueId>) {
@@ -335,12 +339,12 @@ impl Wakes {
 /// Messages leased for a worker that stopped before they were handed to it: back to the queue, with
 /// their slot, and the dispatchers of every node woken for them. Should this fail, their lease and the
 /// slot's hold expire by themselves, as after a crash.
-async fn give_back(pool: PgPool, batch: LeasedAtPublish) {
+async fn give_back(pool: &PgPool, batch: LeasedAtPublish) {
     let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
     let given_back = async {
-        messages::release(&pool, batch.queue, &leases).await?;
-        crate::store::dispatch::release_slot(&pool, batch.consumer, batch.slot).await?;
-        messages::wake(&pool, &[batch.queue], true).await
+        messages::release(pool, batch.queue, &leases).await?;
+        crate::store::dispatch::release_slot(pool, batch.consumer, batch.slot).await?;
+        messages::wake(pool, &[batch.queue], true).await
     };
     if let Err(err) = given_back.await {
         tracing::warn!(error = %err, "giving back messages leased for a stopped worker failed; their lease expires");

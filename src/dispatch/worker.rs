@@ -122,17 +122,27 @@ async fn work(
     // Batches that publishes on this node leased for this worker (see `Dispatcher::offer`).
     let (hand, mut handed) = mpsc::unbounded_channel();
     let mut adopted = None;
-    // When the queue's next delayed or leased message is due, as the last look found it.
+    // When the queue's next delayed or leased message is due, as the last look found it, and whether that
+    // look left the worker waiting (rather than polling for a slot or a place, or claiming again).
     let mut due: Option<Instant> = None;
+    let mut waiting = false;
     loop {
         while in_flight.try_join_next().is_some() {}
         let consumer = config.borrow_and_update().clone();
         let step = match adopted.take() {
             Some(leased) => {
-                let left = due.map(|due| due.saturating_duration_since(Instant::now()));
-                take_leased(&dispatcher, &consumer, leased, &mut in_flight, &shutdown, left).await
+                // Back to the wait it interrupted, which also ends when this batch's own lease does, as
+                // a claim's would; a worker that had more to do looks again at once.
+                let lease = dispatcher.lease();
+                let left = due.map_or(lease, |due| due.saturating_duration_since(Instant::now()).min(lease));
+                let left = if waiting { left } else { Duration::ZERO };
+                take_leased(&dispatcher, &consumer, leased, &mut in_flight, &shutdown, Some(left)).await
             }
-            None => next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await,
+            None => {
+                let next = next_step(&dispatcher, &consumer, &mut in_flight, &shutdown).await;
+                waiting = matches!(next, Ok(Next::Wait(_)));
+                next
+            }
         };
         let next = match step {
             Ok(next) => next,

@@ -247,24 +247,26 @@ macro_rules! publish_any_keys {
 /// would find just these messages; so, as that claim would, the statement stores the queue's first
 /// messages that are due now, up to a batch, leased to the worker (a first delivery under way), and takes
 /// one of its consumer's free dispatch slots for them. A queue that is paused, delays its messages or has
-/// no free slot stores them as any publish does. `offers` is evaluated once: its SKIP LOCKED look takes
-/// one slot per offer. The consumer's secrets are read as a claim reads them, so that a batch stored after
+/// no free slot stores them as any publish does. `offers` is evaluated once, after `offered` has kept
+/// only the queues that lease: its SKIP LOCKED look locks one slot per such offer and no other. The consumer's secrets are read as a claim reads them, so that a batch stored after
 /// a rotation answered is signed with the new secret.
 const PUBLISH_LEASING: &str = "with live as (
          select q.id, q.delivery_delay, q.delivery_paused from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
-     offers as materialized (
-         select o.queue_id, f.consumer_id, f.slot, o.lease_ms, o.batch_size
-         from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
+     offered as materialized (
+         select o.* from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
              as o(queue_id, consumer_id, max_concurrency, lease_ms, batch_size)
          join live l on l.id = o.queue_id and not l.delivery_paused and l.delivery_delay = 0
+         where exists (select 1 from unnest($4::uuid[], $7::int8[]) as m(queue_id, delay)
+                       where m.queue_id = o.queue_id and coalesce(m.delay, 0) = 0)),
+     offers as materialized (
+         select o.queue_id, f.consumer_id, f.slot, o.lease_ms, o.batch_size
+         from offered o
          cross join lateral (
              select d.consumer_id, d.slot from dispatch_slots d
              where d.consumer_id = o.consumer_id and d.slot < o.max_concurrency and d.held_until < now()
              limit 1
-             for update skip locked) f
-         where exists (select 1 from unnest($4::uuid[], $7::int8[]) as m(queue_id, delay)
-                       where m.queue_id = o.queue_id and coalesce(m.delay, 0) = 0)),
+             for update skip locked) f),
      slots as (
          update dispatch_slots s set held_until = now() + make_interval(secs => o.lease_ms / 1000)
          from offers o join consumers c on c.id = o.consumer_id
