@@ -1,14 +1,15 @@
 //! Backlog figures for publish and pull answers. Reading a queue's counts costs a query, so each node
-//! reads a queue at most about once a second (`spacing` stretches that if the read is slow), by one
-//! request at a time (the others answer with the figure at hand), and keeps the figure up to date with
-//! its own publishes and acks in between. The answers call these metrics best effort; `GET .../metrics`
-//! always reads.
+//! counts a queue when it first answers for it and then keeps the figure up to date with its own
+//! publishes and acks; once a second one statement counts again every queue whose figure was asked for
+//! since it was last counted (`run`), however many queues that is. The answers call these metrics best
+//! effort; `GET .../metrics` always reads.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
 
 use crate::ids::QueueId;
 use crate::store::{self, queues::Backlog};
@@ -24,10 +25,10 @@ pub fn spacing(took: Duration, floor: Duration) -> Duration {
 
 struct Entry {
     backlog: Backlog,
-    /// The figure is used until then.
-    fresh_until: Instant,
-    /// A request is counting this queue now; others use the figure at hand meanwhile.
-    counting: bool,
+    /// When the figure was counted.
+    counted_at: Instant,
+    /// An answer used the figure since it was counted: the next refresh counts the queue again.
+    wanted: bool,
 }
 
 #[derive(Default)]
@@ -36,38 +37,57 @@ pub struct BacklogCache {
 }
 
 impl BacklogCache {
-    /// The queue's backlog: counted if the figure at hand is older than a second and nobody is
-    /// counting it already.
+    /// The queue's backlog: the figure at hand, or counted now if there is none.
     pub async fn get(&self, pool: &PgPool, queue: QueueId) -> Result<Backlog, sqlx::Error> {
-        {
-            let mut entries = self.entries.lock().expect("backlog lock");
-            if let Some(entry) = entries.get_mut(&queue) {
-                if entry.counting || Instant::now() < entry.fresh_until {
-                    return Ok(entry.backlog);
-                }
-                entry.counting = true;
-            }
+        if let Some(entry) = self.entries.lock().expect("backlog lock").get_mut(&queue) {
+            entry.wanted = true;
+            return Ok(entry.backlog);
         }
-        let started = Instant::now();
-        let counted = store::counts::backlog(pool, queue).await;
+        let counted = store::counts::backlog(pool, queue).await?;
         let mut entries = self.entries.lock().expect("backlog lock");
-        let counted = match counted {
-            Ok(counted) => counted,
-            Err(err) => {
-                if let Some(entry) = entries.get_mut(&queue) {
-                    entry.counting = false;
-                }
-                return Err(err);
-            }
-        };
         if entries.len() >= CAPACITY {
-            let now = Instant::now();
-            entries.retain(|_, e| now < e.fresh_until);
+            entries.retain(|_, e| e.wanted);
         }
-        let now = Instant::now();
-        let fresh_until = now + spacing(now - started, FRESH_FOR);
-        entries.insert(queue, Entry { backlog: counted, fresh_until, counting: false });
+        entries.insert(queue, Entry { backlog: counted, counted_at: Instant::now(), wanted: false });
         Ok(counted)
+    }
+
+    /// Counts again, in one statement, every queue whose figure was used since it was counted and is
+    /// older than a second, and forgets those nobody asked for since: they are counted when next asked.
+    pub async fn refresh(&self, pool: &PgPool) -> Result<(), sqlx::Error> {
+        let started = Instant::now();
+        let stale: Vec<QueueId> = {
+            let mut entries = self.entries.lock().expect("backlog lock");
+            entries.retain(|_, e| e.wanted || e.counted_at.elapsed() < FRESH_FOR);
+            entries.iter().filter(|(_, e)| e.wanted && e.counted_at.elapsed() >= FRESH_FOR).map(|(q, _)| *q).collect()
+        };
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let counted = store::counts::backlogs(pool, &stale).await?;
+        let now = Instant::now();
+        let mut entries = self.entries.lock().expect("backlog lock");
+        for (queue, backlog) in counted {
+            // A queue forgotten meanwhile (purged, deleted) and counted afresh keeps the newer figure.
+            if let Some(entry) = entries.get_mut(&queue).filter(|e| e.counted_at < started) {
+                *entry = Entry { backlog, counted_at: now, wanted: false };
+            }
+        }
+        Ok(())
+    }
+
+    /// Refreshes the figures about once a second until `stop`.
+    pub async fn run(&self, pool: PgPool, stop: CancellationToken) {
+        loop {
+            let started = Instant::now();
+            if let Err(err) = self.refresh(&pool).await {
+                tracing::warn!(error = %err, "counting queue backlogs failed; will retry");
+            }
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(spacing(started.elapsed(), FRESH_FOR)) => {}
+            }
+        }
     }
 
     /// Adds messages this node just stored.

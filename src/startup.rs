@@ -125,6 +125,8 @@ impl Node {
             tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
         }
         tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
+        let (backlog, backlog_pool, backlog_stop) = (shared.backlog.clone(), pool.clone(), stop.clone());
+        tasks.spawn(async move { backlog.run(backlog_pool, backlog_stop).await });
         tasks.spawn(maintenance::run_statistics(pool.clone(), shared.activity.clone(), stop.clone()));
         tasks.spawn(crate::redrive::run(pool.clone(), shared.metrics.clone(), stop.clone()));
         let wakeups = shared.wakeups.clone();

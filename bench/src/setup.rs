@@ -106,6 +106,16 @@ async fn answers(url: &str) -> anyhow::Result<()> {
 }
 
 impl Env {
+    /// Brings the database to the same state before each measured phase: the dead rows of the phase
+    /// before vacuumed and its WAL checkpointed, so that a phase does not pay for the one before it.
+    pub async fn settle(&self) -> anyhow::Result<()> {
+        let mut db = PgConnection::connect(&self.database_url).await?;
+        for statement in ["vacuum messages, message_bodies", "checkpoint"] {
+            sqlx::query(statement).execute(&mut db).await.with_context(|| format!("running {statement}"))?;
+        }
+        Ok(())
+    }
+
     /// A fresh database, migrated, with a running server (all roles) and an account.
     pub async fn start(extra_env: &[(&str, String)]) -> anyhow::Result<Env> {
         let admin_url = std::env::var("DATABASE_URL").context("DATABASE_URL must be set (make latency sets it)")?;

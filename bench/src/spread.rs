@@ -87,14 +87,18 @@ pub async fn run(args: SpreadArgs) -> anyhow::Result<()> {
     drain(&single, Duration::from_secs(60)).await?;
     drain(&spread, Duration::from_secs(60)).await?;
 
+    env.settle().await?;
     let w1_single = publish(&single, &body, seconds).await?;
     drain(&single, Duration::from_secs(120)).await?;
+    env.settle().await?;
     let w1_spread = publish(&spread, &body, seconds).await?;
     drain(&spread, Duration::from_secs(120)).await?;
     preload(&single, &body, args.backlog).await?;
+    env.settle().await?;
     let w2_single = drain(&single, seconds).await?;
     drain(&single, Duration::from_secs(120)).await?;
     preload(&spread, &body, args.backlog).await?;
+    env.settle().await?;
     let w2_spread = drain(&spread, seconds).await?;
 
     let queues = spread.len();

@@ -17,6 +17,18 @@ pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog,
     .await
 }
 
+/// The figures of many queues in one statement (a queue with no row counts nothing).
+pub async fn backlogs(db: impl PgExecutor<'_>, queues: &[QueueId]) -> Result<Vec<(QueueId, Backlog)>, sqlx::Error> {
+    let rows: Vec<(QueueId, i64, i64, Option<chrono::DateTime<chrono::Utc>>)> = sqlx::query_as(
+        "select q.queue_id, coalesce(b.messages, 0), coalesce(b.bytes, 0), b.oldest
+         from unnest($1::uuid[]) as q(queue_id) left join queue_backlogs b on b.queue_id = q.queue_id",
+    )
+    .bind(queues)
+    .fetch_all(db)
+    .await?;
+    Ok(rows.into_iter().map(|(queue, count, bytes, oldest)| (queue, Backlog { count, bytes, oldest })).collect())
+}
+
 /// Adds the deltas written so far into `queue_counts`. Any number of nodes can fold at once: each
 /// delta is deleted, and so added, by one of them. Rows are upserted in queue order so that two folds
 /// never wait on each other in a cycle. A folded delete leaves the queue's oldest time possibly too

@@ -46,6 +46,31 @@ async fn a_publish_answers_with_backlog_metrics(pool: PgPool) {
     assert!(metrics["oldest_message_timestamp_ms"].as_i64().unwrap() > 0);
 }
 
+/// A node keeps its own publishes in its figure at once and reads the others' within seconds, by its
+/// once-a-second count of the queues it served.
+#[sqlx::test]
+async fn a_publish_answers_backlog_follows_other_nodes_publishes_within_seconds(pool: PgPool) {
+    let a = spawn_app(pool).await;
+    let b = a.another_node().await;
+    let q = a.create_queue("orders").await;
+    let backlog = |resp: &crate::helpers::Resp| resp.expect_ok()["metadata"]["metrics"]["backlog_count"].clone();
+    let single = json!({"body": "a", "content_type": "text"});
+    let first = a.post(&format!("queues/{q}/messages"), single.clone()).await;
+    assert_eq!(backlog(&first), 1);
+    let batch = json!({"messages": [single.clone(), single.clone(), single.clone()]});
+    b.post(&format!("queues/{q}/messages/batch"), batch).await.expect_ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for published_here in 2.. {
+        let resp = a.post(&format!("queues/{q}/messages"), single.clone()).await;
+        if backlog(&resp) == published_here + 3 {
+            break;
+        }
+        assert_eq!(backlog(&resp), published_here, "until counted again, the node adds its own publishes");
+        assert!(std::time::Instant::now() < deadline, "the other node's publishes never showed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Seconds between publication and availability, per message body, by the database's record.
 async fn delays(pool: &PgPool) -> Vec<(String, i64)> {
     sqlx::query_as(

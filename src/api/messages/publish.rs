@@ -65,7 +65,7 @@ async fn store_batch(
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared)?;
     let (count, bytes) = (prepared.len(), prepared.iter().map(|m| m.body.len()).sum::<usize>());
-    // The backlog figure is up to a second old, so a queue may overshoot its quota by that much.
+    // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
     let max = state.limits.max_backlog_bytes_per_queue;
     let backlog = state.backlog.get(&state.pool, queue).await?;
     if backlog.bytes + bytes as i64 > max {
