@@ -45,6 +45,11 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_RATE_BURST", default_value_t = Limits::default().rate_burst,
           value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     rate_burst: u32,
+    /// Messages published per second per account on each node (0: none); a faster publish waits up to
+    /// a second for its share, and beyond that gets a 429.
+    #[arg(long, env = "SKIPLOCK_PUBLISH_RATE_LIMIT", default_value_t = Limits::default().publish_rate_per_second,
+          value_parser = clap::value_parser!(u32).range(0..=100_000_000))]
+    publish_rate_limit: u32,
     /// Queues per account.
     #[arg(long, env = "SKIPLOCK_MAX_QUEUES", default_value_t = Limits::default().max_queues_per_account,
           value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
@@ -113,6 +118,7 @@ impl From<SettingsArgs> for Settings {
             limits: Limits {
                 rate_per_second: a.rate_limit,
                 rate_burst: a.rate_burst,
+                publish_rate_per_second: a.publish_rate_limit,
                 max_queues_per_account: a.max_queues,
                 max_backlog_bytes_per_queue: a.max_backlog_bytes,
                 max_waiting_pulls: a.max_waiting_pulls,

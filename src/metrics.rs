@@ -35,6 +35,7 @@ pub struct Metrics {
     pub long_poll_wakeups: IntCounterVec,
     pub publish_wakeups: IntCounterVec,
     pub long_poll_looks_skipped: IntCounter,
+    pub publishes_held_back: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -164,6 +165,12 @@ impl Default for Metrics {
                 &r,
                 "skiplock_long_poll_looks_skipped_total",
                 "Long-polling pulls that began waiting without looking: a look since the queue was last woken found it empty.",
+            ),
+            publishes_held_back: counter_vec(
+                &r,
+                "skiplock_publishes_held_back_total",
+                "Publishes over their account's publish rate on this node, by outcome: delayed (waited for their share) or refused (429).",
+                &["outcome"],
             ),
             deliveries: counter_vec(
                 &r,

@@ -183,8 +183,11 @@ impl Application {
     /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
     pub async fn build(shared: &Shared, bind: SocketAddr, limits: Limits) -> anyhow::Result<Self> {
         let pool = shared.pool.clone();
-        let gate =
-            web::Data::new(Gate { verifier: Verifier::new(pool.clone()), rate: RateLimiter::new(&limits), limits });
+        let gate = web::Data::new(Gate {
+            verifier: Verifier::new(pool.clone()),
+            rate: RateLimiter::requests(&limits),
+            limits,
+        });
         let state = web::Data::new(AppState {
             signer: Signer::new(crate::store::server_key(&pool).await?),
             publisher: Publisher::start(pool.clone(), shared.wakeups.clone()),
@@ -193,6 +196,7 @@ impl Application {
             backlog: shared.backlog.clone(),
             activity: shared.activity.clone(),
             limits,
+            publish_rate: RateLimiter::messages(&limits),
             pool,
         });
         let listener = TcpListener::bind(bind)?;

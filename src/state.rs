@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use crate::activity::Activity;
 use crate::backlog::BacklogCache;
 use crate::delivery::Delivery;
-use crate::limits::Limits;
+use crate::limits::{Limits, RateLimiter};
 use crate::publisher::Publisher;
 use crate::queue::lease::Signer;
 use crate::wakeups::Wakeups;
@@ -22,4 +22,6 @@ pub struct AppState {
     pub delivery: Arc<Delivery>,
     pub wakeups: Arc<Wakeups>,
     pub limits: Limits,
+    /// Each account's publish rate on this node (`Limits::publish_rate_per_second`).
+    pub publish_rate: RateLimiter,
 }

@@ -61,26 +61,36 @@ impl Api {
         }
     }
 
-    /// `clients` connections publishing `batch` messages per request for `seconds`; returns the messages
+    /// `clients` connections publishing `batch` messages per request for `seconds`, as fast as they are
+    /// answered or, with `rate`, at about that many messages a second in all; returns the messages
     /// stored (2xx answers) and the seconds taken.
     pub async fn publish(
         &self,
         queue: &str,
-        clients: usize,
-        batch: usize,
+        (clients, batch): (usize, usize),
         body: &str,
         seconds: f64,
+        rate: Option<f64>,
     ) -> anyhow::Result<(u64, f64)> {
         let request = self.publish_request(queue, batch, body);
         let done = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let until = started + Duration::from_secs_f64(seconds);
+        let every = rate.map(|rate| Duration::from_secs_f64(clients as f64 * batch as f64 / rate));
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..clients {
             let (host, request, done) = (self.host.clone(), request.clone(), done.clone());
+            let mut pace = every.map(|every| {
+                let mut pace = tokio::time::interval(every);
+                pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                pace
+            });
             tasks.spawn(async move {
                 let mut connection = Connection::open(&host).await?;
                 while Instant::now() < until {
+                    if let Some(pace) = pace.as_mut() {
+                        pace.tick().await;
+                    }
                     let answer = connection.send(&request).await?;
                     if answer.status != 200 {
                         bail!("publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));

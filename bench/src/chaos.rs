@@ -135,6 +135,7 @@ impl Cluster {
                 .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
                 .env("SKIPLOCK_LOG", "error")
                 .env("SKIPLOCK_RATE_LIMIT", "0")
+                .env("SKIPLOCK_PUBLISH_RATE_LIMIT", "0")
                 .env("SKIPLOCK_WEBHOOK_TIMEOUT_MS", WEBHOOK_TIMEOUT_MS.to_string())
                 .env("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8")
                 .stdout(Stdio::null())

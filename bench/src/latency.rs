@@ -131,7 +131,12 @@ pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<
     let timeline = web::Data::new(Mutex::new(Timeline::new(total)));
     let (receiver_port, receiver_handle) = crate::setup::start_receiver(timeline.clone(), receive)?;
 
-    let env = Env::start(&[("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8".into())]).await?;
+    let env = Env::start(&[
+        ("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8".into()),
+        // The busy database is filled at full speed.
+        ("SKIPLOCK_PUBLISH_RATE_LIMIT", "0".into()),
+    ])
+    .await?;
     let queue = env.post("queues", &json!({"queue_name": "latency"})).await?;
     let queue_id = queue["queue_id"].as_str().unwrap_or_default().to_owned();
     let consumer = json!({

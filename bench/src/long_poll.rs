@@ -97,7 +97,12 @@ pub async fn run(args: LongPollArgs) -> anyhow::Result<()> {
 /// A server of its own whose `/metrics` this bench can read, with no request-rate limit.
 async fn start_env() -> anyhow::Result<(Env, String)> {
     let metrics = format!("127.0.0.1:{}", crate::setup::free_port());
-    let env = Env::start(&[("SKIPLOCK_RATE_LIMIT", "0".into()), ("SKIPLOCK_METRICS_BIND", metrics.clone())]).await?;
+    let env = Env::start(&[
+        ("SKIPLOCK_RATE_LIMIT", "0".into()),
+        ("SKIPLOCK_PUBLISH_RATE_LIMIT", "0".into()),
+        ("SKIPLOCK_METRICS_BIND", metrics.clone()),
+    ])
+    .await?;
     Ok((env, format!("http://{metrics}/metrics")))
 }
 

@@ -47,7 +47,8 @@ impl Target {
 }
 
 pub async fn run(args: SpreadArgs) -> anyhow::Result<()> {
-    let env = Env::start(&[]).await?;
+    // One queue of one account is measured at full speed.
+    let env = Env::start(&[("SKIPLOCK_PUBLISH_RATE_LIMIT", "0".into())]).await?;
     let host = env.base.trim_start_matches("http://").to_owned();
     let pull = json!({"type": "http_pull"});
     let mut apis = vec![Api { host: host.clone(), account: env.account.clone(), token: env.token.clone() }];

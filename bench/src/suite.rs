@@ -228,8 +228,12 @@ impl Bench {
         pgmq::PGMQueueExt::new_with_pool(pool.clone()).await.install_sql_from_embedded().await?;
         pool.close().await;
         exec(&pgmq_url, "select pgmq.create('bench')").await?;
-        let (server, address) =
-            crate::setup::serve(&skiplock_url, &["--roles", "api"], &[("SKIPLOCK_RATE_LIMIT", "0".into())]).await?;
+        let (server, address) = crate::setup::serve(
+            &skiplock_url,
+            &["--roles", "api"],
+            &[("SKIPLOCK_RATE_LIMIT", "0".into()), ("SKIPLOCK_PUBLISH_RATE_LIMIT", "0".into())],
+        )
+        .await?;
         let server_pid = server.id().context("server pid")?;
         let api = Api { host: address.trim_start_matches("http://").to_owned(), account, token };
         let rabbit = Rabbit::connect("amqp://guest:guest@127.0.0.1:5672/%2f", "skiplock-bench").await?;
@@ -355,8 +359,11 @@ impl Bench {
                 let secs = plan.seconds;
                 let run = match system {
                     System::Skiplock => {
-                        self.measure(*system, self.api.publish(&queues.skiplock, clients, batch, &self.body, secs))
-                            .await?
+                        self.measure(
+                            *system,
+                            self.api.publish(&queues.skiplock, (clients, batch), &self.body, secs, None),
+                        )
+                        .await?
                     }
                     System::Raw => {
                         let script = peers::raw_insert(&queues.raw, batch);
@@ -393,7 +400,8 @@ impl Bench {
         for round in 0..plan.publish_rounds {
             let nonce = chrono::Utc::now().timestamp_micros() as u64 + round as u64;
             let (api, queue, body) = (&self.api, &queues.skiplock, &self.body);
-            let unkeyed = self.measure(System::Skiplock, api.publish(queue, 4, 100, body, plan.seconds)).await?;
+            let unkeyed =
+                self.measure(System::Skiplock, api.publish(queue, (4, 100), body, plan.seconds, None)).await?;
             let mut sent = vec![];
             let keyed = self
                 .measure(System::Skiplock, async {

@@ -28,6 +28,38 @@ async fn an_account_over_its_rate_gets_429_with_retry_after(pool: PgPool) {
     app.raw(reqwest::Method::GET, &url, Some(&token), None).await.expect_ok();
 }
 
+/// A second's worth of messages passes at once, the next second's waits for its share, and a publish
+/// that would wait longer is refused with nothing stored; another account on the node is not held back.
+#[sqlx::test]
+async fn an_account_over_its_publish_rate_is_held_back_then_refused_and_others_are_not(pool: PgPool) {
+    let limits = Limits { publish_rate_per_second: 100, ..Limits::default() };
+    let app = spawn_app_with(pool.clone(), limits).await;
+    let q = app.create_queue("busy").await;
+    let batch = json!({"messages": vec![json!({"body": "m", "content_type": "text"}); 100]});
+    let path = format!("queues/{q}/messages/batch");
+    let answers =
+        tokio::join!(app.post(&path, batch.clone()), app.post(&path, batch.clone()), app.post(&path, batch.clone()));
+    let answers = [answers.0, answers.1, answers.2];
+    assert_eq!(answers.iter().filter(|r| r.status == 200).count(), 2, "{:?}", answers.map(|r| r.status));
+    let refused = answers.iter().find(|r| r.status == 429).expect("two seconds' worth owed is refused");
+    assert!(refused.expect_error(429).contains("publish rate of 100 messages per second"));
+    let retry_after: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert_eq!(retry_after, 2, "the account owes two seconds of messages");
+    assert_eq!(app.backlog(&q).await, 200, "the refused batch stored nothing");
+    let held_back = |outcome: &str| app.metrics.publishes_held_back.with_label_values(&[outcome]).get();
+    assert_eq!((held_back("delayed"), held_back("refused")), (1, 1));
+
+    let (other, token) = new_account(&pool, "quiet", &Scope::ALL).await;
+    let queues = format!("{}/client/v4/accounts/{other}/queues", app.address);
+    let created =
+        app.raw(reqwest::Method::POST, &queues, Some(&token), Some(br#"{"queue_name":"quiet"}"#.to_vec())).await;
+    let quiet = created.expect_ok()["queue_id"].as_str().unwrap().to_owned();
+    let publish = format!("{queues}/{quiet}/messages/batch");
+    let sent = app.raw(reqwest::Method::POST, &publish, Some(&token), Some(batch.to_string().into_bytes())).await;
+    sent.expect_ok();
+    assert_eq!(held_back("delayed"), 1, "the other account's publish was not held back");
+}
+
 #[sqlx::test]
 async fn quotas_cap_queues_per_account_and_backlog_bytes_per_queue(pool: PgPool) {
     let limits = Limits { max_queues_per_account: 2, max_backlog_bytes_per_queue: 10, ..Limits::default() };

@@ -1,6 +1,7 @@
 //! Publish, one message or a batch: validated, then stored durably by the group-commit publisher.
 
 use std::borrow::Cow;
+use std::time::Duration;
 
 use actix_web::web::{self, Bytes};
 use actix_web::HttpResponse;
@@ -65,6 +66,7 @@ async fn store_batch(
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared)?;
     let (count, bytes) = (prepared.len(), prepared.iter().map(|m| m.body.len()).sum::<usize>());
+    hold_to_publish_rate(state, account, count).await?;
     // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
     let max = state.limits.max_backlog_bytes_per_queue;
     let backlog = state.backlog.get(&state.pool, queue).await?;
@@ -95,6 +97,32 @@ async fn store_batch(
         return Ok(ok(json!({ "metadata": { "metrics": metrics, "duplicates": duplicates } })));
     }
     Ok(ok(json!({ "metadata": { "metrics": metrics } })))
+}
+
+/// The most a publish waits for its share of its account's publish rate before it is refused instead.
+const MAX_RATE_WAIT: Duration = Duration::from_secs(1);
+
+/// Holds a publish back until its account's publish rate on this node allows its `count` messages, or
+/// refuses it (429, nothing stored) when that would take longer than `MAX_RATE_WAIT`.
+async fn hold_to_publish_rate(state: &AppState, account: AccountId, count: usize) -> ApiResult<()> {
+    let held_back = &state.activity.metrics.publishes_held_back;
+    match state.publish_rate.take_many(account, count as u32, MAX_RATE_WAIT) {
+        Ok(wait) if wait.is_zero() => Ok(()),
+        Ok(wait) => {
+            held_back.with_label_values(&["delayed"]).inc();
+            tokio::time::sleep(wait).await;
+            Ok(())
+        }
+        Err(refill) => {
+            held_back.with_label_values(&["refused"]).inc();
+            let message = format!(
+                "this account is over its publish rate of {} messages per second on this node; \
+                 retry after the Retry-After seconds",
+                state.limits.publish_rate_per_second
+            );
+            Err(ApiError::new(Kind::RateLimited, message).after(refill.as_secs_f64().ceil() as u64))
+        }
+    }
 }
 
 pub async fn publish(
