@@ -18,8 +18,9 @@ use crate::delivery::Delivery;
 use crate::ids::MessageId;
 use crate::store::messages::AckedBatch;
 
-/// How long the collector gathers after the first batch, and the most it takes into one statement.
-const GATHER: Duration = Duration::from_millis(5);
+/// How long the collector gathers after the first batch (longer means fewer statements per pushed
+/// message; docs/benchmarks.md), and the most it takes into one statement.
+const GATHER: Duration = Duration::from_millis(20);
 const MAX_MESSAGES: usize = 1000;
 /// Statements in flight at once: under load a full statement goes while the next one gathers.
 const MAX_STATEMENTS: usize = 4;
