@@ -213,7 +213,15 @@ impl Bench {
     async fn start(systems: Vec<String>, statements: bool) -> anyhow::Result<Bench> {
         let settings: &[(&str, &str)] =
             // `track = all` also counts the statements of functions and triggers.
-            if statements { &[("shared_preload_libraries", "pg_stat_statements"), ("pg_stat_statements.track", "all")] } else { &[] };
+            if statements {
+                &[
+                    ("shared_preload_libraries", "pg_stat_statements"),
+                    ("pg_stat_statements.track", "all"),
+                    ("pg_stat_statements.track_planning", "on"),
+                ]
+            } else {
+                &[]
+            };
         let pg = tokio::task::spawn_blocking(move || TempCluster::create_with(settings)).await?;
         exec(&pg.url("postgres"), "create database skiplock; create database raw; create database pgmqbench").await?;
         if statements {
@@ -894,8 +902,9 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
 
 /// skiplock's statements by the time PostgreSQL spent on them (`--statements`).
 async fn print_statements(url: &str) -> anyhow::Result<()> {
-    let rows: Vec<(String, i64, f64, i64, String)> = sqlx::query_as(
-        "select d.datname::text, calls, total_exec_time, rows, regexp_replace(query, '\\s+', ' ', 'g')
+    let rows: Vec<(String, i64, f64, f64, i64, String)> = sqlx::query_as(
+        "select d.datname::text, calls, total_exec_time, total_plan_time, rows,
+                regexp_replace(query, '\\s+', ' ', 'g')
          from pg_stat_statements s join pg_database d on d.oid = s.dbid
          where d.datname in ('skiplock', 'pgmqbench') order by total_exec_time desc limit 16",
     )
@@ -906,14 +915,15 @@ async fn print_statements(url: &str) -> anyhow::Result<()> {
 skiplock's and pgmq's statements by time spent in PostgreSQL (pg_stat_statements)
 "
     );
-    println!("| database | total ms | calls | ms per call | rows per call | statement |");
-    println!("|---|--:|--:|--:|--:|---|");
-    for (database, calls, total_ms, rows, query) in rows {
+    println!("| database | total ms | calls | ms per call | planning ms per call | rows per call | statement |");
+    println!("|---|--:|--:|--:|--:|--:|---|");
+    for (database, calls, total_ms, plan_ms, rows, query) in rows {
         let per = |v: f64| v / calls.max(1) as f64;
         let query: String = query.chars().take(160).collect();
         println!(
-            "| {database} | {total_ms:.0} | {calls} | {:.3} | {:.1} | `{query}` |",
+            "| {database} | {total_ms:.0} | {calls} | {:.3} | {:.3} | {:.1} | `{query}` |",
             per(total_ms),
+            per(plan_ms),
             per(rows as f64)
         );
     }

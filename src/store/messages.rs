@@ -120,6 +120,76 @@ pub struct ClaimSpec {
     pub retention_seconds: i64,
 }
 
+/// A claim: `$1` the queue, `$2` the deliveries allowed, `$3` the batch, `$4` the lease in ms, `$5` the
+/// retention in seconds; a webhook claim adds `$6` its consumer, `$7` its `max_concurrency` and `$8` how
+/// long the slot is held, and `$slot` and `$webhook` its steps and columns. Ready messages out of
+/// deliveries come back with attempts -1 (`Claim::used_up`). Pulls have a statement of their own because
+/// PostgreSQL plans a claim at every call (see `docs/design-notes.md`, "The claim's plan, made at every
+/// call"), and the webhook's steps more than doubled that planning.
+macro_rules! claim_statement {
+    ($slot:literal, $claimed_if:literal, $webhook:literal) => {
+        concat!(
+            "with candidates as (
+                 select id, attempts from messages
+                 where queue_id = $1 and available_at <= now()
+                   and published_at > now() - make_interval(secs => $5)
+                 order by available_at, id
+                 limit $3
+                 for update skip locked),
+             exhausted as (select id from candidates where attempts >= $2),",
+            $slot,
+            "
+             claimed as (
+                 update messages m
+                 set available_at = now() + make_interval(secs => $4::float8 / 1000),
+                     attempts = m.attempts + 1, leased = true
+                 where m.id = any(array(select id from candidates where attempts < $2))",
+            $claimed_if,
+            "
+                 returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at, m.ordering_key)
+             select c.id, c.attempts, c.published_at, b.content_type, b.body,
+                    case when c.dead_letter_source is not null
+                         then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
+                    c.dead_lettered_at, c.ordering_key, ",
+            $webhook,
+            "
+             from claimed c join message_bodies b on b.id = c.id
+             union all
+             select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted"
+        )
+    };
+}
+
+/// A pull's claim: no dispatch slot, secrets or timer to read.
+const CLAIM_FOR_PULL: &str = claim_statement!(
+    "",
+    "",
+    "null::int4 as slot, null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms"
+);
+
+/// A webhook's claim takes a dispatch slot, or claims nothing without one; it reads the consumer's
+/// signing secrets and when the queue's next delayed or leased message becomes visible.
+const CLAIM_FOR_WEBHOOK: &str = claim_statement!(
+    "
+     slot as (
+         update dispatch_slots s set held_until = now() + make_interval(secs => $8::float8 / 1000)
+         where (s.consumer_id, s.slot) = (
+                   select consumer_id, slot from dispatch_slots
+                   where consumer_id = $6 and slot < $7 and held_until < now()
+                   limit 1
+                   for update skip locked)
+           and exists (select 1 from candidates where attempts < $2)
+         returning s.slot),",
+    "
+                   and exists (select 1 from slot)",
+    "(select slot from slot),
+                    (select signing_secret from consumers where id = $6),
+                    (select previous_signing_secret from consumers
+                     where id = $6 and previous_secret_expires_at > now()),
+                    (select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
+                     where queue_id = $1 and available_at > now() and available_at < 'infinity') as next_in_ms"
+);
+
 /// Leases up to `limit` ready messages for `visibility_timeout_ms`. Ready messages whose deliveries are
 /// used up (their last lease ran out) are passed over and returned in `used_up`, for `dead_letter`: a
 /// claim that also moved them would carry that statement's updates, deletes and triggers at every call,
@@ -131,57 +201,18 @@ pub async fn claim(
     limit: i64,
     visibility_timeout_ms: i64,
 ) -> Result<Claim, sqlx::Error> {
-    let rows: Vec<ClaimRow> = sqlx::query_as(
-        "with candidates as (
-             select id, attempts from messages
-             where queue_id = $1 and available_at <= now()
-               and published_at > now() - make_interval(secs => $6)
-             order by available_at, id
-             limit $4
-             for update skip locked),
-         exhausted as (select id from candidates where attempts >= $3),
-         slot as (
-             update dispatch_slots s set held_until = now() + make_interval(secs => $9::float8 / 1000)
-             where $7::uuid is not null
-               and (s.consumer_id, s.slot) = (
-                   select consumer_id, slot from dispatch_slots
-                   where consumer_id = $7 and slot < $8 and held_until < now()
-                   limit 1
-                   for update skip locked)
-               and exists (select 1 from candidates where attempts < $3)
-             returning s.slot),
-         claimed as (
-             update messages m
-             set available_at = now() + make_interval(secs => $5::float8 / 1000),
-                 attempts = m.attempts + 1, leased = true
-             where m.id = any(array(select id from candidates where attempts < $3))
-               and ($7::uuid is null or exists (select 1 from slot))
-             returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at, m.ordering_key)
-         select c.id, c.attempts, c.published_at, b.content_type, b.body,
-                case when c.dead_letter_source is not null
-                     then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
-                c.dead_lettered_at, c.ordering_key, (select slot from slot),
-                (select signing_secret from consumers where id = $7),
-                (select previous_signing_secret from consumers
-                 where id = $7 and previous_secret_expires_at > now()),
-                case when $7 is not null then
-                    (select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
-                     where queue_id = $1 and available_at > now() and available_at < 'infinity') end as next_in_ms
-         from claimed c join message_bodies b on b.id = c.id
-         union all
-         select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted",
-    )
-    .bind(spec.queue)
-    .bind(spec.dead_letter_queue)
-    .bind(spec.max_deliveries)
-    .bind(limit)
-    .bind(visibility_timeout_ms as f64)
-    .bind(spec.retention_seconds as f64)
-    .bind(slot.map(|s| s.consumer))
-    .bind(slot.map(|s| s.max_concurrency))
-    .bind(slot.map(|s| s.hold_ms as f64))
-    .fetch_all(db)
-    .await?;
+    let statement = if slot.is_some() { CLAIM_FOR_WEBHOOK } else { CLAIM_FOR_PULL };
+    let query = sqlx::query_as::<_, ClaimRow>(statement)
+        .bind(spec.queue)
+        .bind(spec.max_deliveries)
+        .bind(limit)
+        .bind(visibility_timeout_ms as f64)
+        .bind(spec.retention_seconds as f64);
+    let query = match slot {
+        Some(slot) => query.bind(slot.consumer).bind(slot.max_concurrency).bind(slot.hold_ms as f64),
+        None => query,
+    };
+    let rows = query.fetch_all(db).await?;
     let mut claim = Claim::default();
     for row in rows {
         claim.slot = claim.slot.or(row.slot);
