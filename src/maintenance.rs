@@ -59,44 +59,39 @@ pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
 /// leaves none, and vacuuming its new pages anyway is costly work for nothing.
 const VACUUM_DEAD_ROWS: i64 = 1_000;
 
-/// One message table's vacuum, pass after pass: what it needs to remember between passes.
+/// One message table's vacuum.
 ///
 /// Dead rows in `messages` slow every claim (it walks their index entries), so that table is vacuumed
 /// whenever it has them. A dead body costs no reader anything, since bodies are only ever read by the
 /// id of a live message; vacuuming one only makes room for a new body. So `message_bodies` is vacuumed
-/// only when bodies have also been stored since its last vacuum: a drain with nothing published
-/// skips the work, which was a tenth of the machine's CPU while draining a backlog (0.7 s of vacuum
-/// every 5 s), and the first publishes after it find the room made.
+/// only when bodies have also been stored since its last vacuum, by this node or any other: a drain with
+/// nothing published skips the work, which was a tenth of the machine's CPU while draining a backlog
+/// (0.7 s of vacuum every 5 s), and the first publishes after it find the room made.
 #[derive(Debug)]
 pub struct TableVacuum {
     table: MessageTable,
-    /// The table's `n_tup_ins` when it was last vacuumed (0 before the first vacuum).
-    inserted_at_last_vacuum: i64,
 }
 
 impl TableVacuum {
     pub fn new(table: MessageTable) -> Self {
-        TableVacuum { table, inserted_at_last_vacuum: 0 }
+        TableVacuum { table }
     }
 
-    /// Vacuums the table if it is due, with at least `min_rows` dead rows (and, for the bodies, new
-    /// rows since the last vacuum). Skipped while another node is vacuuming it. Returns whether it ran.
-    pub async fn run_if_due(&mut self, pool: &PgPool, min_rows: i64) -> Result<bool, sqlx::Error> {
-        let (dead, inserted) = store::maintenance::dead_and_inserted(pool, self.table.name()).await?;
-        // The statistics start again from zero after a crash or a reset.
-        let inserted_since =
-            if inserted < self.inserted_at_last_vacuum { inserted } else { inserted - self.inserted_at_last_vacuum };
+    /// Vacuums the table if it is due, with at least `min_rows` dead rows (and, for the bodies, as many
+    /// new rows since its last vacuum). Skipped while another node is vacuuming it. Returns whether it ran.
+    pub async fn run_if_due(&self, pool: &PgPool, min_rows: i64) -> Result<bool, sqlx::Error> {
+        let (dead, inserted_since) =
+            store::maintenance::dead_and_inserted_since_vacuum(pool, self.table.name()).await?;
         let due = dead >= min_rows && (self.table == MessageTable::Messages || inserted_since >= min_rows);
         if due {
             store::maintenance::vacuum(pool, self.table.name()).await?;
-            self.inserted_at_last_vacuum = inserted;
         }
         Ok(due)
     }
 }
 
 pub async fn run_vacuum(pool: PgPool, table: MessageTable, stop: CancellationToken) {
-    let mut vacuum = TableVacuum::new(table);
+    let vacuum = TableVacuum::new(table);
     let mut ticker = tokio::time::interval(VACUUM_EVERY);
     // A vacuum that overran its slot is followed by the next one after a full interval, not at once.
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

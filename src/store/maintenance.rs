@@ -2,10 +2,11 @@
 
 use sqlx::PgPool;
 
-/// A table's dead rows and rows inserted since the statistics were last reset.
-pub async fn dead_and_inserted(pool: &PgPool, table: &str) -> Result<(i64, i64), sqlx::Error> {
+/// A table's dead rows, and the rows inserted since it was last vacuumed by anyone (any node, autovacuum
+/// or an operator).
+pub async fn dead_and_inserted_since_vacuum(pool: &PgPool, table: &str) -> Result<(i64, i64), sqlx::Error> {
     sqlx::query_as(
-        "select coalesce(max(n_dead_tup), 0), coalesce(max(n_tup_ins), 0)
+        "select coalesce(max(n_dead_tup), 0), coalesce(max(n_ins_since_vacuum), 0)
          from pg_stat_user_tables where relid = $1::regclass",
     )
     .bind(table)

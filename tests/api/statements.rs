@@ -61,7 +61,7 @@ async fn a_vacuum_runs_when_due_and_the_oldest_time_is_recomputed(pool: PgPool) 
     let exact: bool =
         sqlx::query_scalar("select bool_and(oldest_exact) from queue_counts").fetch_one(&pool).await.unwrap();
     assert!(exact);
-    let mut vacuum = TableVacuum::new(MessageTable::Messages);
+    let vacuum = TableVacuum::new(MessageTable::Messages);
     assert!(vacuum.run_if_due(&pool, 0).await.unwrap(), "a table with no dead-row floor is always due");
 }
 
