@@ -31,7 +31,8 @@ pub struct SuiteArgs {
     pub quick: bool,
     /// Run only these workloads (w1, w1k, w2, w2b, w2o, fairness, w3, w4, w5, w7), comma-separated; w1k also
     /// runs W1d and a W1 of skiplock beside it; w2o a W2 of skiplock beside each of its rounds, and the
-    /// fairness figure; w2 also W2b (so that `--only w2` can drive a skiplock without ordering keys).
+    /// fairness figure; w2 (or w2b) runs both W2 and W2b, a round of W2b after each round of W2 (so that
+    /// `--only w2` can drive a skiplock without ordering keys).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Run only these systems (skiplock, raw, pgmq, pgmq_sql, rabbitmq), comma-separated.
@@ -496,8 +497,15 @@ impl Bench {
 
     /// W2: drains a preloaded queue, 4 consumers taking 100 at a time. Also returns skiplock's pull
     /// timings (for W5's comparison with a large backlog).
-    async fn draining(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<(Row, Vec<Duration>)> {
+    /// With `carried`, each round also runs W2b (see `carried_round`), returned as a second row.
+    async fn draining(
+        &self,
+        plan: &Plan,
+        queues: &Queues,
+        carried: bool,
+    ) -> anyhow::Result<(Row, Option<Row>, Vec<Duration>)> {
         let mut runs: Vec<(System, Vec<Run>)> = System::ALL.iter().map(|s| (*s, vec![])).collect();
+        let mut carried_runs = Vec::new();
         let mut pulls = Vec::new();
         for _ in 0..plan.rounds {
             for (system, done) in runs.iter_mut().filter(|(s, _)| self.present(*s)) {
@@ -530,26 +538,27 @@ impl Bench {
                 eprintln!("  W2: {} {:.0} msg/s", system.name(), run.rate());
                 done.push(run);
             }
+            if carried {
+                carried_runs.push(self.carried_round(plan, queues).await?);
+            }
         }
-        Ok((Row { workload: "W2 drain, pull 100 + ack 100, 4 consumers", runs }, pulls))
+        let carried = carried.then(|| Row {
+            workload: "W2b drain, pull 100 carrying the last batch's acks, 4 consumers",
+            runs: vec![(System::Skiplock, carried_runs)],
+        });
+        Ok((Row { workload: "W2 drain, pull 100 + ack 100, 4 consumers", runs }, carried, pulls))
     }
 
-    /// W2b: the W2 drain with each batch's acks carried by the next pull (skiplock's extension), set
-    /// beside W2's systems of the same run.
-    async fn draining_carried(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<Row> {
-        let mut runs = Vec::new();
-        for _ in 0..plan.rounds {
-            self.empty_queues().await?;
-            self.preload(System::Skiplock, queues, plan.preload).await?;
-            let work = self.api.drain_carrying_acks(&queues.skiplock, 4, plan.seconds);
-            let run = self.measure(System::Skiplock, work).await?;
-            eprintln!("  W2b: skiplock (HTTP) {:.0} msg/s", run.rate());
-            runs.push(run);
-        }
-        Ok(Row {
-            workload: "W2b drain, pull 100 carrying the last batch's acks, 4 consumers",
-            runs: vec![(System::Skiplock, runs)],
-        })
+    /// A round of W2b: the W2 drain with each batch's acks carried by the next pull (skiplock's
+    /// extension). Its rounds follow W2's round of every system, so that a host slowing or speeding up
+    /// during the run weighs on both alike.
+    async fn carried_round(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<Run> {
+        self.empty_queues().await?;
+        self.preload(System::Skiplock, queues, plan.preload).await?;
+        let work = self.api.drain_carrying_acks(&queues.skiplock, 4, plan.seconds);
+        let run = self.measure(System::Skiplock, work).await?;
+        eprintln!("  W2b: skiplock (HTTP) {:.0} msg/s", run.rate());
+        Ok(run)
     }
 
     /// W2o: the W2 drain of messages whose ordering keys go round 1,000 keys, skiplock only. Each round
@@ -727,13 +736,12 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     }
     let peak_rss_mib = bench.peak_rss_mib();
     let mut empty_pulls = Vec::new();
-    if wanted("w2") || wanted("w5") {
-        let (row, pulls) = bench.draining(&plan, &queues).await?;
+    if wanted("w2") || wanted("w2b") || wanted("w5") {
+        let carried = (wanted("w2") || wanted("w2b")) && bench.present(System::Skiplock);
+        let (row, carried, pulls) = bench.draining(&plan, &queues, carried).await?;
         rows.push(row);
+        rows.extend(carried);
         empty_pulls = pulls;
-    }
-    if (wanted("w2") || wanted("w2b")) && bench.present(System::Skiplock) {
-        rows.push(bench.draining_carried(&plan, &queues).await?);
     }
     let ordered_rows = if wanted("w2o") && bench.present(System::Skiplock) {
         let [plain, ordered] = bench.draining_ordered(&plan, &queues).await?;
