@@ -406,8 +406,9 @@ impl Bench {
     /// W1's rounds and W1k's than the keys cost.
     async fn keyed_publishing(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<[Row; 3]> {
         let (mut plain, mut first, mut again) = (vec![], vec![], vec![]);
-        // A cold service's first round runs slower than the rest (connections, caches), which would flatter
-        // the first W1k/W1 pair: warm it up first, unmeasured.
+        // A cold service's first round runs slower than the rest (connections, caches, and a new cluster
+        // making its first WAL files, which later rounds recycle), which would flatter the first W1k/W1
+        // pair: warm it up first, unmeasured.
         self.api.publish(&queues.skiplock, (4, 100), &self.body, WARM_UP_SECONDS, None).await?;
         for round in 0..plan.publish_rounds {
             // Five full rounds would fill the queue past its 25 GB backlog limit.
@@ -703,8 +704,9 @@ impl Backlogged {
 /// W2o's ordering keys: message i of its preload carries key i % this.
 const ORDERING_KEYS: u64 = 1_000;
 
-/// How long W1k's W1 publishes, unmeasured, before its first round.
-const WARM_UP_SECONDS: f64 = 3.0;
+/// How long W1k's W1 publishes, unmeasured, before its first round: at W1's rate, about a gigabyte of
+/// WAL, PostgreSQL's default `max_wal_size`.
+const WARM_UP_SECONDS: f64 = 10.0;
 
 const W2_BESIDE_W2O: &str = "W2 beside W2o: the same drain without keys (skiplock only)";
 

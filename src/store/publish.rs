@@ -175,11 +175,13 @@ macro_rules! publish {
 macro_rules! keyed_publish_start {
     () => {
         "with live as (
-         select q.id, q.delivery_delay, q.idempotency_window from queues q
+         select q.id, q.delivery_delay, q.idempotency_window,
+                now() + make_interval(secs => q.idempotency_window) as keys_expire_at
+         from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
      keys as (
          insert into idempotency_keys (queue_id, key, expires_at)
-         select k.queue_id, k.key, now() + make_interval(secs => l.idempotency_window)
+         select k.queue_id, k.key, l.keys_expire_at
          from unnest($10::uuid[], $11::text[]) with ordinality as k(queue_id, key, i)
          join live l on l.id = k.queue_id
          where l.idempotency_window > 0
@@ -340,7 +342,6 @@ pub async fn publish(
     let mut ordering_keys = Vec::with_capacity(total);
     let (mut message_keys, mut firsts) = (Vec::new(), Vec::new());
     let mut keys = Vec::new();
-    let mut seen = std::collections::HashSet::new();
     for p in publishes {
         for m in p.messages {
             ids.push(MessageId::new());
@@ -353,17 +354,22 @@ pub async fn publish(
             if keyed {
                 let key = m.idempotency_key.as_ref().map(|k| k.as_str());
                 message_keys.push(key);
-                // A key used twice in one statement is inserted once: the first message keeps it.
-                let first = key.is_none_or(|k| seen.insert((p.queue, k)));
-                if let (Some(key), true) = (key, first) {
-                    keys.push((p.queue, key));
-                }
-                firsts.push(first);
+                keys.extend(key.map(|key| (p.queue, key, firsts.len())));
+                firsts.push(true);
             }
         }
     }
-    keys.sort_unstable_by_key(|(q, k)| (q.0, *k));
-    let (key_queues, keys): (Vec<QueueId>, Vec<&str>) = keys.into_iter().unzip();
+    // A key used twice in one statement is inserted once: the first message keeps it. Sorting finds
+    // the repeats as a hash set would, and the keys are sorted anyway.
+    keys.sort_unstable_by_key(|(q, k, i)| (q.0, *k, *i));
+    keys.dedup_by(|later, first| {
+        let repeat = (later.0, later.1) == (first.0, first.1);
+        if repeat {
+            firsts[later.2] = false;
+        }
+        repeat
+    });
+    let (key_queues, keys): (Vec<QueueId>, Vec<&str>) = keys.into_iter().map(|(q, k, _)| (q, k)).unzip();
     let query = |statement| {
         sqlx::query_as::<_, PublishRow>(statement)
             .bind(&target_queues)
