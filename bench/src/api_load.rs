@@ -365,10 +365,10 @@ pub async fn sample_rates(counter: &AtomicU64, started: Instant, intervals: usiz
     rates
 }
 
-/// One client of W1k/W1d: its batches are numbered, so a second pass can send exactly the same ones.
 /// The width of a batch's number in W1k's keys (`{nonce}-{client}-{batch}-{i}`), zero-padded.
 const BATCH_DIGITS: usize = 10;
 
+/// One client of W1k/W1d: its batches are numbered, so a second pass can send exactly the same ones.
 struct Keyed {
     api: Api,
     queue: String,
