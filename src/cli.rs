@@ -9,7 +9,7 @@ use crate::config::{Settings, SettingsArgs};
 use crate::ids::TokenId;
 use crate::startup::{self, Node, Role};
 use crate::store::pool::MIGRATOR;
-use crate::{api, store, telemetry};
+use crate::{store, telemetry};
 
 #[derive(Parser)]
 #[command(
@@ -99,7 +99,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Account { command: AccountCommand::Create { name } } => {
             MIGRATOR.run(&pool).await?;
             let account = store::accounts::create(&pool, &name).await?;
-            let (_, token) = api::tokens::issue(&pool, account, "operator", &Scope::ALL).await?;
+            let (_, token) = crate::auth::issue(&pool, account, "operator", &Scope::ALL).await?;
             println!("{}", json!({ "account_id": account, "token": token }));
         }
         Command::Token { command: TokenCommand::Create { account, name, scopes } } => {
@@ -107,8 +107,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             if !store::accounts::exists(&pool, account).await? {
                 anyhow::bail!("no account {account}");
             }
-            let scopes = api::tokens::parse_scopes(&scopes).map_err(|e| anyhow::anyhow!("--scopes: {e}"))?;
-            let (id, token) = api::tokens::issue(&pool, account, &name, &scopes).await?;
+            let scopes = crate::auth::parse_scopes(&scopes).map_err(|e| anyhow::anyhow!("--scopes: {e}"))?;
+            let (id, token) = crate::auth::issue(&pool, account, &name, &scopes).await?;
             println!("{}", json!({ "token_id": id, "token": token }));
         }
         Command::Token { command: TokenCommand::Revoke { token_id } } => {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use ipnet::IpNet;
 
-use crate::limits::Limits;
+use crate::engine::limits::Limits;
 
 /// The settings as clap reads them (milliseconds and counts), before they become `Settings`.
 #[derive(Debug, Clone, Args)]

@@ -156,15 +156,6 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-impl From<crate::publisher::PublishError> for ApiError {
-    fn from(err: crate::publisher::PublishError) -> Self {
-        match err {
-            crate::publisher::PublishError::Database(db) => Self::from_database(&db),
-            crate::publisher::PublishError::Stopped => Self::unavailable("the service is shutting down"),
-        }
-    }
-}
-
 impl ApiError {
     pub fn from_database(err: &sqlx::Error) -> Self {
         let sqlstate = match err {

@@ -1,17 +1,11 @@
-//! Prometheus metrics: one registry, the collectors every part of the service updates, the HTTP
-//! request middleware, and the `/metrics` endpoint served on its own address.
+//! Prometheus metrics: one registry and the collectors every part of the service updates. The request
+//! middleware and the `/metrics` listener are the API's (`api::observe`); the per-queue gauges are
+//! refreshed by the engine (`engine::gauges`).
 //!
 //! Labels stay bounded: method, route pattern, status class, consumer type, outcome. Per-queue gauges
 //! carry the account id and queue name, but only for the `max_queue_series` queues with the largest backlog;
 //! the rest are summed into one series labelled `account="_other", queue="_other"`.
 
-use std::future::Future;
-use std::sync::Arc;
-use std::time::Instant;
-
-use actix_web::body::MessageBody;
-use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::{web, App, HttpResponse, HttpServer};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -255,131 +249,5 @@ impl Metrics {
         let mut out = Vec::new();
         TextEncoder::new().encode(&self.registry.gather(), &mut out).expect("text encoding cannot fail");
         String::from_utf8(out).expect("the text format is UTF-8")
-    }
-}
-
-/// Counts and times every request under its route pattern (never the raw path, whose ids would
-/// explode the label set).
-pub fn observe_request<S, B>(
-    req: ServiceRequest,
-    srv: &S,
-) -> impl Future<Output = Result<ServiceResponse<B>, actix_web::Error>> + 'static
-where
-    S: actix_web::dev::Service<ServiceRequest, Response = ServiceResponse<B>, Error = actix_web::Error>,
-    S::Future: 'static,
-    B: MessageBody,
-{
-    let metrics = req.app_data::<web::Data<Arc<Metrics>>>().cloned();
-    let method = req.method().to_string();
-    let started = Instant::now();
-    let response = srv.call(req);
-    async move {
-        let response = response.await?;
-        if let Some(metrics) = metrics {
-            // After routing, the pattern comes from the resource that matched, without matching the
-            // path against every pattern again.
-            let route = response.request().match_pattern().unwrap_or_else(|| "unmatched".into());
-            let status = format!("{}xx", response.status().as_u16() / 100);
-            metrics.http_requests.with_label_values(&[&method, &route, &status]).inc();
-            metrics.http_duration.with_label_values(&[&method, &route]).observe(started.elapsed().as_secs_f64());
-        }
-        Ok(response)
-    }
-}
-
-/// The metrics server and the address it listens on.
-pub struct MetricsServer {
-    pub server: actix_web::dev::Server,
-    pub addr: std::net::SocketAddr,
-}
-
-/// Serves `/metrics` on its own address, so it can be firewalled apart from the API.
-pub fn serve(metrics: Arc<Metrics>, pool: PgPool, bind: std::net::SocketAddr) -> std::io::Result<MetricsServer> {
-    let data = web::Data::new((metrics, pool));
-    let listener = std::net::TcpListener::bind(bind)?;
-    let addr = listener.local_addr()?;
-    let server = HttpServer::new(move || {
-        App::new().app_data(data.clone()).route(
-            "/metrics",
-            web::get().to(|data: web::Data<(Arc<Metrics>, PgPool)>| async move {
-                HttpResponse::Ok()
-                    .content_type("text/plain; version=0.0.4; charset=utf-8")
-                    .body(data.0.render(Some(&data.1)))
-            }),
-        )
-    })
-    .workers(1)
-    .disable_signals()
-    .shutdown_timeout(2)
-    .listen(listener)?
-    .run();
-    Ok(MetricsServer { server, addr })
-}
-
-/// Sets the per-queue gauges from one query. The `max_series` queues with the largest backlog get their
-/// own series; the others are summed into `account="_other", queue="_other"` so that a large number of
-/// tenants cannot explode the number of series.
-pub async fn refresh_queue_gauges(metrics: &Metrics, pool: &PgPool, max_series: usize) -> Result<(), sqlx::Error> {
-    let rows = crate::store::gauges::queue_gauges(pool, max_series as i64).await?;
-    let tasks = crate::store::redrive::count_by_status(pool).await?;
-    for status in ["running", "completed", "cancelled", "failed"] {
-        let n = tasks.iter().find(|(s, _)| s == status).map_or(0, |(_, n)| *n);
-        metrics.redrive_tasks.with_label_values(&[status]).set(n);
-    }
-    let now = chrono::Utc::now();
-    let gauges = [
-        &metrics.queue_backlog,
-        &metrics.queue_in_flight,
-        &metrics.queue_delayed,
-        &metrics.queue_oldest_age,
-        &metrics.queue_dead_letter,
-    ];
-    for g in gauges {
-        g.reset();
-    }
-    let mut series = 0;
-    for row in &rows {
-        // Ages do not add up: the others' oldest message is the oldest of them all.
-        let age = row.oldest.map_or(0, |t| (now - t).num_seconds().max(0));
-        let values = [row.backlog_count, row.in_flight_count, row.delayed_count, age];
-        let (account, queue) = match (&row.account_id, &row.queue_name) {
-            (Some(account), Some(name)) => {
-                series += 1;
-                (account.to_string(), name.clone())
-            }
-            _ if row.queues == 0 => continue,
-            _ => ("_other".to_owned(), "_other".to_owned()),
-        };
-        for (g, value) in gauges.iter().zip(values) {
-            g.with_label_values(&[&account, &queue]).set(value);
-        }
-        if let Some(dead_letter) = row.dead_letter_backlog_count {
-            metrics.queue_dead_letter.with_label_values(&[&account, &queue]).set(dead_letter);
-        }
-    }
-    metrics.queue_series.set(series);
-    Ok(())
-}
-
-/// Refreshes the per-queue gauges every `every` until `stop`.
-pub async fn run_queue_gauges(
-    metrics: Arc<Metrics>,
-    pool: PgPool,
-    max_series: usize,
-    every: std::time::Duration,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    loop {
-        let started = std::time::Instant::now();
-        if let Err(err) = refresh_queue_gauges(&metrics, &pool, max_series).await {
-            tracing::warn!(error = %err, "refreshing queue gauges failed; will retry");
-        }
-        // The gauges walk the in-flight and delayed messages of every queue holding messages: when
-        // those are many, count less often.
-        let wait = crate::backlog::spacing(started.elapsed(), every);
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(wait) => {}
-        }
     }
 }

@@ -8,49 +8,14 @@ use actix_web::{web, App, HttpServer};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
-use crate::activity::Activity;
 use crate::api::{self, envelope::MAX_REQUEST_BYTES};
-use crate::auth::{Gate, Verifier};
-use crate::backlog::BacklogCache;
 use crate::config::Settings;
-use crate::delivery::Delivery;
 use crate::dispatch::client::WebhookClient;
 use crate::dispatch::guard::AddressGuard;
 use crate::dispatch::{DispatchSettings, Dispatcher};
-use crate::limits::{Limits, RateLimiter};
-use crate::maintenance;
-use crate::metrics::{self, Metrics};
-use crate::publisher::Publisher;
-use crate::queue::lease::Signer;
-use crate::state::AppState;
-use crate::wakeups::Wakeups;
-
-/// What the parts of one node share: the pool, the metrics and activity counters, the backlog cache,
-/// the delivery core and the wake-ups (one LISTEN connection per node).
-#[derive(Clone)]
-pub struct Shared {
-    pub pool: PgPool,
-    pub metrics: Arc<Metrics>,
-    pub activity: Arc<Activity>,
-    pub backlog: Arc<BacklogCache>,
-    pub delivery: Arc<Delivery>,
-    pub wakeups: Arc<Wakeups>,
-}
-
-impl Shared {
-    pub fn new(pool: PgPool) -> Self {
-        Self::with_metrics(pool, Arc::new(Metrics::default()))
-    }
-
-    /// Parts whose events count in `metrics`.
-    pub fn with_metrics(pool: PgPool, metrics: Arc<Metrics>) -> Self {
-        let activity = Arc::new(Activity::new(metrics.clone()));
-        let backlog = Arc::new(BacklogCache::default());
-        let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
-        let wakeups = Arc::new(Wakeups::new(metrics.clone()));
-        Self { pool, metrics, activity, backlog, delivery, wakeups }
-    }
-}
+use crate::engine::background::Cadences;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
 
 /// The roles a node runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -61,22 +26,16 @@ pub enum Role {
     Dispatcher,
 }
 
-/// A webhook dispatcher on `shared`'s pool.
-pub async fn dispatcher(
-    shared: &Shared,
-    settings: DispatchSettings,
-    guard: AddressGuard,
-) -> Result<Dispatcher, sqlx::Error> {
-    let signer = Signer::new(crate::store::server_key(&shared.pool).await?);
+/// A webhook dispatcher on `engine`.
+pub fn dispatcher(engine: &Arc<Engine>, settings: DispatchSettings, guard: AddressGuard) -> Dispatcher {
     let client = WebhookClient::new(guard, settings.timeout, settings.max_in_flight);
-    let parts = (shared.activity.clone(), shared.delivery.clone(), shared.wakeups.clone());
-    Ok(Dispatcher::new(shared.pool.clone(), signer, client, settings, parts))
+    Dispatcher::new(engine.clone(), client, settings)
 }
 
 /// A running node: every background task of its roles, its HTTP app and dispatcher, all stopped by one
 /// token.
 pub struct Node {
-    pub shared: Shared,
+    pub engine: Arc<Engine>,
     /// Where the API listens, when the node runs it.
     pub api_addr: Option<SocketAddr>,
     pub metrics_addr: SocketAddr,
@@ -92,9 +51,9 @@ impl Node {
         pool: PgPool,
         stop: CancellationToken,
     ) -> anyhow::Result<Node> {
-        let shared = Shared::new(pool.clone());
+        let engine = Engine::new(pool.clone(), Arc::new(Metrics::default()), settings.limits).await?;
         let mut tasks = tokio::task::JoinSet::new();
-        let metrics_server = metrics::serve(shared.metrics.clone(), pool.clone(), settings.metrics_bind)?;
+        let metrics_server = api::observe::serve(engine.metrics.clone(), pool.clone(), settings.metrics_bind)?;
         let metrics_addr = metrics_server.addr;
         let metrics_stop = stop.clone();
         let metrics_handle = metrics_server.server.handle();
@@ -105,52 +64,22 @@ impl Node {
         tasks.spawn(async move {
             let _ = metrics_server.server.await;
         });
-        tasks.spawn(metrics::run_queue_gauges(
-            shared.metrics.clone(),
-            pool.clone(),
-            settings.metrics_max_queues,
-            settings.queue_gauges_every,
-            stop.clone(),
-        ));
-        let (flusher, flush_pool, flush_stop, every) =
-            (shared.activity.clone(), pool.clone(), stop.clone(), settings.activity_flush_every);
-        tasks.spawn(async move { flusher.run(flush_pool, every, flush_stop).await });
-        tasks.spawn(maintenance::run(
-            pool.clone(),
-            shared.activity.clone(),
-            settings.retention_sweep_every,
-            stop.clone(),
-        ));
-        for table in maintenance::MessageTable::ALL {
-            tasks.spawn(maintenance::run_vacuum(pool.clone(), table, stop.clone()));
-        }
-        tasks.spawn(maintenance::run_count_folding(pool.clone(), stop.clone()));
-        let (backlog, backlog_pool, backlog_stop) = (shared.backlog.clone(), pool.clone(), stop.clone());
-        tasks.spawn(async move { backlog.run(backlog_pool, backlog_stop).await });
-        tasks.spawn(maintenance::run_statistics(pool.clone(), shared.activity.clone(), stop.clone()));
-        tasks.spawn(crate::redrive::run(pool.clone(), shared.metrics.clone(), stop.clone()));
-        let wakeups = shared.wakeups.clone();
-        wakeups.set_max_per_account(settings.limits.max_waiting_pulls);
-        if let Some(listener) = wakeups.start_listening(pool.clone(), stop.clone()) {
-            tasks.spawn(async move {
-                let _ = listener.await;
-            });
-        }
-        let waits_stop = stop.clone();
-        tasks.spawn(async move {
-            waits_stop.cancelled().await;
-            wakeups.stop_waits();
-        });
+        let cadences = Cadences {
+            retention_sweep: settings.retention_sweep_every,
+            activity_flush: settings.activity_flush_every,
+            queue_gauges: settings.queue_gauges_every,
+            max_queue_series: settings.metrics_max_queues,
+        };
+        engine.spawn_background(&mut tasks, cadences, &stop);
         if roles.contains(&Role::Dispatcher) {
             let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
             let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
-            let dispatcher = dispatcher(&shared, dispatch, guard).await?;
             tracing::info!("dispatching webhooks");
-            tasks.spawn(crate::dispatch::run(Arc::new(dispatcher), stop.clone()));
+            tasks.spawn(crate::dispatch::run(Arc::new(dispatcher(&engine, dispatch, guard)), stop.clone()));
         }
         let mut api_addr = None;
         if roles.contains(&Role::Api) {
-            let app = Application::build(&shared, settings.bind, settings.limits).await?;
+            let app = Application::build(&engine, settings.bind)?;
             api_addr = Some(app.local_addr());
             tracing::info!(address = %app.local_addr(), "serving the API");
             let app_stop = stop.clone();
@@ -162,14 +91,14 @@ impl Node {
                 app_stop.cancel();
             });
         }
-        Ok(Node { shared, api_addr, metrics_addr, tasks, stop })
+        Ok(Node { engine, api_addr, metrics_addr, tasks, stop })
     }
 
     /// Waits until the node is stopped and every task has finished.
     pub async fn wait(mut self) {
         self.stop.cancelled().await;
         while self.tasks.join_next().await.is_some() {}
-        self.shared.pool.close().await;
+        self.engine.pool.close().await;
     }
 }
 
@@ -180,34 +109,17 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `pool`.
-    pub async fn build(shared: &Shared, bind: SocketAddr, limits: Limits) -> anyhow::Result<Self> {
-        let pool = shared.pool.clone();
-        let gate = web::Data::new(Gate {
-            verifier: Verifier::new(pool.clone()),
-            rate: RateLimiter::requests(&limits),
-            limits,
-        });
-        let state = web::Data::new(AppState {
-            signer: Signer::new(crate::store::server_key(&pool).await?),
-            publisher: Publisher::start(pool.clone(), shared.wakeups.clone()),
-            delivery: shared.delivery.clone(),
-            wakeups: shared.wakeups.clone(),
-            backlog: shared.backlog.clone(),
-            activity: shared.activity.clone(),
-            limits,
-            publish_rate: RateLimiter::messages(&limits),
-            pool,
-        });
+    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `engine`.
+    pub fn build(engine: &Arc<Engine>, bind: SocketAddr) -> anyhow::Result<Self> {
+        let state = web::Data::from(engine.clone());
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
-        let metrics = web::Data::new(state.activity.metrics.clone());
+        let metrics = web::Data::new(engine.metrics.clone());
         let server = HttpServer::new(move || {
             App::new()
-                .wrap_fn(crate::metrics::observe_request)
+                .wrap_fn(api::observe::observe_request)
                 .wrap_fn(crate::telemetry::request_span)
                 .app_data(state.clone())
-                .app_data(gate.clone())
                 .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
                 .configure(api::routes)

@@ -7,13 +7,13 @@ use serde_json::json;
 
 use super::envelope::{ok, ok_list, ResultInfo};
 use super::views::timestamp;
-use crate::auth::{Authed, TokenOnly};
+use crate::api::extract::{Authed, TokenOnly};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
-use crate::state::AppState;
 use crate::store::{self, accounts::AccountRow};
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 /// Cloudflare's Account object, with the settings every account here has.
 #[derive(Serialize)]
@@ -43,7 +43,7 @@ impl AccountView {
     }
 }
 
-async fn own_account(state: &AppState, account: AccountId) -> ApiResult<AccountRow> {
+async fn own_account(state: &Engine, account: AccountId) -> ApiResult<AccountRow> {
     // The token was just verified, so its account exists unless it was deleted a moment ago.
     store::accounts::get(&state.pool, account)
         .await?

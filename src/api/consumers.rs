@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpResponse};
 use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine;
+use base64::Engine as _;
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
@@ -11,16 +11,16 @@ use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
 use super::notices::announce_change;
 use super::queues::find_queue;
 use super::views::ConsumerView;
-use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, ConsumerId};
 use crate::queue::consumer::{parse_webhook_url, ConsumerKind, ConsumerSettings, ConsumerSettingsInput};
 use crate::queue::settings::QueueName;
-use crate::state::AppState;
 use crate::store::consumers::{ConsumerRow, ConsumerSpec};
 use crate::store::{self, queues::QueueRow};
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 /// How long a rotated-out signing secret keeps signing deliveries.
 const SECRET_GRACE_SECONDS: i64 = 24 * 3600;
@@ -68,7 +68,7 @@ fn validate(queue: &QueueRow, body: &ConsumerBody, kind: ConsumerKind, creating:
 }
 
 /// Makes the dead-letter queue if the account has none of that name, within its queue quota.
-async fn ensure_dead_letter_queue(state: &AppState, account: AccountId, name: &str) -> ApiResult<()> {
+async fn ensure_dead_letter_queue(state: &Engine, account: AccountId, name: &str) -> ApiResult<()> {
     if name.is_empty() {
         return Ok(());
     }
@@ -135,7 +135,7 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String
     Ok(ok_list(views, info))
 }
 
-async fn find_consumer(state: &AppState, account: AccountId, queue: &QueueRow, raw_id: &str) -> ApiResult<ConsumerRow> {
+async fn find_consumer(state: &Engine, account: AccountId, queue: &QueueRow, raw_id: &str) -> ApiResult<ConsumerRow> {
     let id: ConsumerId = path_id(raw_id, Kind::MalformedObjectId)?;
     store::consumers::get(&state.pool, account, queue.id, id).await?.ok_or_else(|| ApiError::not_found("consumer"))
 }

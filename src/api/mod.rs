@@ -5,8 +5,10 @@ pub mod accounts;
 pub mod assets;
 pub mod consumers;
 pub mod envelope;
+pub mod extract;
 pub mod messages;
 pub mod notices;
+pub mod observe;
 pub mod queues;
 pub mod redrive;
 pub mod stats;
@@ -17,8 +19,8 @@ pub mod views;
 use actix_web::{web, HttpResponse};
 use serde_json::json;
 
+use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
-use crate::state::AppState;
 
 /// One path and its methods. GET routes answer HEAD too; any other method is a 405 that names the
 /// allowed ones.
@@ -123,7 +125,7 @@ async fn healthz() -> HttpResponse {
 
 /// Ready when the database answers within a second and accepts writes; recovers by itself when it is
 /// back (or a new primary answers at its address).
-async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+async fn readyz(state: web::Data<Engine>) -> HttpResponse {
     let check = tokio::time::timeout(std::time::Duration::from_secs(1), crate::store::pool::ping(&state.pool));
     match check.await.unwrap_or(Err(sqlx::Error::PoolTimedOut)) {
         Ok(true) => HttpResponse::Ok().json(json!({"status": "ready"})),

@@ -7,14 +7,14 @@ use serde_json::json;
 
 use super::envelope::{ok, ok_list, path_id, query_pairs, ApiJson, Paging};
 use super::views::{timestamp, QueueView};
-use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, QueueId};
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings, QueueSettingsInput};
-use crate::state::AppState;
 use crate::store::{self, queues::QueueRow};
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
     let id = path_id(raw, Kind::MalformedQueueId)?;
@@ -23,12 +23,12 @@ pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
 }
 
 /// The account's queue, or the 404 every other account's queue gets too.
-pub async fn find_queue(state: &AppState, account: AccountId, raw_id: &str) -> ApiResult<QueueRow> {
+pub async fn find_queue(state: &Engine, account: AccountId, raw_id: &str) -> ApiResult<QueueRow> {
     let id = queue_id(raw_id)?;
     store::queues::get(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
 }
 
-async fn view(state: &AppState, queue: &QueueRow) -> ApiResult<QueueView> {
+async fn view(state: &Engine, queue: &QueueRow) -> ApiResult<QueueView> {
     let consumers = store::consumers::list(&state.pool, queue.account_id, &[queue.id]).await?;
     Ok(QueueView::new(queue, &consumers))
 }
@@ -177,7 +177,7 @@ pub async fn delete(
 
 /// Wakes the pulls waiting on the queue on every node, so that a pause or a delete ends their waits now.
 /// Best effort: the change is made, and a waiting pull still ends by its deadline.
-async fn wake_waiting_pulls(state: &AppState, queue: QueueId) {
+async fn wake_waiting_pulls(state: &Engine, queue: QueueId) {
     if let Err(err) = store::messages::wake(&state.pool, &[queue], false).await {
         tracing::warn!(error = %err, "waking the pulls waiting on a changed queue failed");
     }

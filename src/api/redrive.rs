@@ -1,5 +1,5 @@
 //! Redrive (a skiplock extension): start, list, show and cancel the tasks that move a queue's
-//! dead-lettered messages back to their source queues or to a named queue. The runner (`crate::redrive`)
+//! dead-lettered messages back to their source queues or to a named queue. The runner (`crate::engine::redrive`)
 //! does the moving.
 
 use actix_web::{web, HttpResponse};
@@ -9,14 +9,14 @@ use super::envelope::{created, ok, path_id, ApiJson};
 use super::messages::RefItem;
 use super::queues::{find_queue, queue_id};
 use super::views::timestamp;
-use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{MessageId, RedriveId};
 use crate::queue::settings::QueueName;
-use crate::state::AppState;
 use crate::store::redrive::{self, CreateError, NewTask, RedriveTask};
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 /// Refs in one redrive request, as in a purge by ref.
 const MAX_REFS: usize = 1000;

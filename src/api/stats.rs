@@ -9,17 +9,17 @@ use serde_json::{json, Value};
 
 use super::envelope::{ok, ok_list, query_pairs, Paging};
 use super::queues::queue_id;
-use crate::activity::BUCKET_SECONDS;
-use crate::auth::{Authed, QueuesRead};
+use crate::api::extract::{Authed, QueuesRead};
+use crate::engine::activity::BUCKET_SECONDS;
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::QueueId;
-use crate::state::AppState;
 use crate::store::{
     self,
     stats::{DeadLetterSource, QueueState},
 };
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 /// The chart's window: ten minutes of 10-second buckets.
 const SERIES_MINUTES: i64 = 10;

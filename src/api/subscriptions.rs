@@ -4,7 +4,7 @@
 use actix_web::HttpResponse;
 
 use super::envelope::{ok_list, ResultInfo};
-use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
 use crate::error::{ApiError, ApiResult};
 
 pub async fn list(_auth: Authed<QueuesRead>) -> ApiResult<HttpResponse> {

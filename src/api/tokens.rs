@@ -6,13 +6,14 @@ use serde_json::json;
 
 use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
 use super::views::timestamp;
-use crate::auth::{Authed, Scope, Token, TokenOnly, TokensWrite};
+use crate::api::extract::{Authed, TokenOnly, TokensWrite};
+use crate::auth::{issue, parse_scopes};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
-use crate::ids::{AccountId, TokenId};
-use crate::state::AppState;
+use crate::ids::TokenId;
 use crate::store;
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
     let scopes: Vec<&str> = auth.principal.scopes.iter().map(|s| s.as_str()).collect();
@@ -26,43 +27,11 @@ pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
     }))
 }
 
-/// Creates a token and returns its text, the only time it is ever shown.
-pub async fn issue(
-    pool: &sqlx::PgPool,
-    account: AccountId,
-    name: &str,
-    scopes: &[Scope],
-) -> Result<(TokenId, String), sqlx::Error> {
-    let token = Token::generate();
-    let text = token.to_text();
-    let id = token.id;
-    let hash = tokio::task::spawn_blocking(move || token.hash_secret()).await.expect("argon2 does not panic");
-    let names: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
-    store::tokens::insert(pool, account, id, name, &names, &hash).await?;
-    Ok((id, text))
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     name: Option<String>,
     scopes: Option<Vec<String>>,
-}
-
-pub fn parse_scopes(raw: &[String]) -> Result<Vec<Scope>, String> {
-    if raw.is_empty() {
-        return Err("scopes must name at least one of queues_read, queues_write, tokens_write".into());
-    }
-    let mut scopes: Vec<Scope> = raw
-        .iter()
-        .map(|s| {
-            Scope::parse(s).ok_or_else(|| format!("unknown scope {s:?}: use queues_read, queues_write or tokens_write"))
-        })
-        .collect::<Result<_, _>>()?;
-    // Named twice is named once.
-    scopes.sort_by_key(|s| s.as_str());
-    scopes.dedup();
-    Ok(scopes)
 }
 
 pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<CreateToken>) -> ApiResult<HttpResponse> {

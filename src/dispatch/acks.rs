@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
-use crate::delivery::Delivery;
+use crate::engine::delivery::Delivery;
 use crate::ids::MessageId;
 use crate::store::messages::AckedBatch;
 

@@ -21,20 +21,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use sqlx::PgPool;
 use tokio::sync::mpsc;
 
-use crate::activity::Activity;
-use crate::delivery::{Answer, Delivery, Route, RouteSettings};
+use crate::engine::delivery::{Answer, Route, RouteSettings};
+use crate::engine::wakeups::Offer;
+use crate::engine::Engine;
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
-use crate::queue::lease::Signer;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{AckedBatch, HeldSlot, SlotRequest, StoredMessage};
 use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 use crate::store::{self};
-use crate::wakeups::{Offer, Wakeups};
 use client::{Reply, WebhookClient};
 
 pub use worker::run;
@@ -65,13 +63,9 @@ impl Default for DispatchSettings {
 }
 
 pub struct Dispatcher {
-    pool: PgPool,
-    signer: Signer,
+    engine: Arc<Engine>,
     client: WebhookClient,
     settings: DispatchSettings,
-    activity: Arc<Activity>,
-    delivery: Arc<Delivery>,
-    wakeups: Arc<Wakeups>,
     /// Consumers whose dispatch slots exist for their current max_concurrency.
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
     /// This node's deliveries in flight, by account.
@@ -136,22 +130,16 @@ pub struct Batch {
 }
 
 impl Dispatcher {
-    pub fn new(
-        pool: PgPool,
-        signer: Signer,
-        client: WebhookClient,
-        settings: DispatchSettings,
-        (activity, delivery, wakeups): (Arc<Activity>, Arc<Delivery>, Arc<Wakeups>),
-    ) -> Self {
+    pub fn new(engine: Arc<Engine>, client: WebhookClient, settings: DispatchSettings) -> Self {
         let in_flight = share::InFlight::new(settings.max_in_flight);
-        let acks = acks::AckCollector::start(delivery.clone());
+        let acks = acks::AckCollector::start(engine.delivery.clone());
         let slots_made = Default::default();
-        Self { pool, signer, client, settings, activity, delivery, wakeups, slots_made, in_flight, acks }
+        Self { engine, client, settings, slots_made, in_flight, acks }
     }
 
     /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.
     pub async fn consumers(&self) -> Result<Vec<(WebhookConsumer, bool)>, sqlx::Error> {
-        let active = store::dispatch::active_webhook_consumers(&self.pool).await?;
+        let active = store::dispatch::active_webhook_consumers(&self.engine.pool).await?;
         Ok(active.into_iter().map(|a| (a.consumer.into(), a.has_ready)).collect())
     }
 
@@ -170,7 +158,7 @@ impl Dispatcher {
             retention_seconds: c.retention_seconds,
             retry: c.retry,
         };
-        self.delivery.route_with(c.account_id, c.queue_id, settings).await
+        self.engine.delivery.route_with(c.account_id, c.queue_id, settings).await
     }
 
     /// The terms on which `c`'s worker takes messages leased by the publish that stores them: those of
@@ -189,7 +177,7 @@ impl Dispatcher {
     /// A batch of messages a publish leased for a consumer whose route is `route`, as its claim would
     /// have found them.
     fn adopt(&self, route: Route, leased: LeasedAtPublish) -> Batch {
-        let claim = self.delivery.adopt(&route, leased);
+        let claim = self.engine.delivery.adopt(&route, leased);
         let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
         Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route }
     }
@@ -202,10 +190,10 @@ impl Dispatcher {
         let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
         let key = (c.id, c.max_concurrency);
         if !self.slots_made.lock().expect("slots lock").contains(&key) {
-            store::dispatch::ensure_slots(&self.pool, c.id, c.max_concurrency).await?;
+            store::dispatch::ensure_slots(&self.engine.pool, c.id, c.max_concurrency).await?;
             self.slots_made.lock().expect("slots lock").insert(key);
         }
-        let claim = self.delivery.lease(&route, Some(slot), c.batch_size, lease_ms).await?;
+        let claim = self.engine.delivery.lease(&route, Some(slot), c.batch_size, lease_ms).await?;
         // Exhausted messages took places in the batch that deliverable ones behind them may want: now.
         let next_due = (!claim.messages.is_empty()).then(|| {
             let next_ms = claim.next_in_ms.map_or(lease_ms, |next| next.clamp(0, lease_ms));
@@ -228,7 +216,7 @@ impl Dispatcher {
 
     /// POSTs the batch, applies the answer and gives the slot back.
     pub async fn deliver(&self, c: &WebhookConsumer, batch: Batch) -> Outcome {
-        let (body, ids) = payload::encode(&self.signer, c, &batch.messages);
+        let (body, ids) = payload::encode(&self.engine.signer, c, &batch.messages);
         let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
         let timestamp = Utc::now().timestamp();
         // The claim's own reading of the secrets: the cached consumer may predate a rotation.
@@ -239,7 +227,7 @@ impl Dispatcher {
             ("webhook-timestamp", timestamp.to_string()),
             ("webhook-signature", signature::header(&secrets, &webhook_id, timestamp, &body)),
         ];
-        let metrics = &self.activity.metrics;
+        let metrics = &self.engine.activity.metrics;
         metrics.batches_in_flight.inc();
         let started = std::time::Instant::now();
         let reply = self.client.post(&c.url, &headers, body).await;
@@ -249,7 +237,7 @@ impl Dispatcher {
         metrics.deliveries.with_label_values(&[outcome.kind.as_str()]).inc();
         metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed);
         if let Some(slot) = batch.slot.filter(|_| !released) {
-            if let Err(err) = store::dispatch::release_slot(&self.pool, c.id, slot).await {
+            if let Err(err) = store::dispatch::release_slot(&self.engine.pool, c.id, slot).await {
                 tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
             }
         }
@@ -258,11 +246,11 @@ impl Dispatcher {
 
     /// Gives a claimed batch's leases back untouched (shutdown before the receiver answered).
     pub async fn release(&self, c: &WebhookConsumer, leases: &[(MessageId, i32)], slot: Option<i32>) {
-        if let Err(err) = store::messages::release(&self.pool, c.queue_id, leases).await {
+        if let Err(err) = store::messages::release(&self.engine.pool, c.queue_id, leases).await {
             tracing::warn!(error = %err, "releasing a batch failed; its lease expires by itself");
         }
         if let Some(slot) = slot {
-            let _ = store::dispatch::release_slot(&self.pool, c.id, slot).await;
+            let _ = store::dispatch::release_slot(&self.engine.pool, c.id, slot).await;
         }
     }
 
@@ -302,7 +290,7 @@ impl Dispatcher {
                 }
             };
         }
-        match self.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
+        match self.engine.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
             Ok(Some(settled)) => {
                 outcome.acked = settled.acked.len();
                 outcome.retried = settled.retried.len();

@@ -32,7 +32,7 @@ struct Worker {
 /// them after the grace period) before returning.
 pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     // The node's listener, unless the node runs one already (a dispatcher built on its own, in tests).
-    let listener = dispatcher.wakeups.start_listening(dispatcher.pool.clone(), stop.clone());
+    let listener = dispatcher.engine.wakeups.start_listening(dispatcher.engine.pool.clone(), stop.clone());
     let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
     loop {
         match dispatcher.consumers().await {
@@ -41,7 +41,7 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
                 let ready: Vec<_> = active.iter().filter(|(_, ready)| *ready).map(|(c, _)| c.queue_id).collect();
                 reconcile(&dispatcher, &mut workers, active.into_iter().map(|(c, _)| c).collect(), &stop);
                 for queue in ready {
-                    dispatcher.wakeups.subscribe(queue).notify_one();
+                    dispatcher.engine.wakeups.subscribe(queue).notify_one();
                 }
             }
             Err(err) => tracing::warn!(error = %err, "reading webhook consumers failed; will retry"),
@@ -49,7 +49,7 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
         // Read again when any node announces a consumer change; the periodic read is a safety net.
         tokio::select! {
             _ = stop.cancelled() => break,
-            _ = dispatcher.wakeups.consumers_changed().notified() => {}
+            _ = dispatcher.engine.wakeups.consumers_changed().notified() => {}
             _ = tokio::time::sleep(dispatcher.settings.refresh_every) => {}
         }
     }
@@ -80,7 +80,7 @@ fn reconcile(
             });
             continue;
         }
-        let wake = dispatcher.wakeups.subscribe(consumer.queue_id);
+        let wake = dispatcher.engine.wakeups.subscribe(consumer.queue_id);
         let (config, updates) = watch::channel(consumer.clone());
         let stop = shutdown.child_token();
         let handle = tokio::spawn(work(dispatcher.clone(), updates, wake, stop.clone(), shutdown.clone()));
@@ -158,7 +158,7 @@ async fn work(
         // messages for it while it waits with a slot to spare.
         let room = in_flight.len() < consumer.max_concurrency.max(1) as usize;
         let offer = (room && matches!(next, Next::Wait(_))).then(|| dispatcher.offer(&consumer, &hand)).flatten();
-        dispatcher.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)), offer);
+        dispatcher.engine.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)), offer);
         let (wait, slots_taken, node_full) = match next {
             Next::More => continue,
             Next::SlotsTaken => (Some(SLOT_POLL), true, false),
@@ -183,7 +183,7 @@ async fn work(
             _ = dispatcher.in_flight.freed().notified(), if node_full => {}
         }
     }
-    dispatcher.wakeups.claims_here(queue, false, None);
+    dispatcher.engine.wakeups.claims_here(queue, false, None);
     // Batches leased for this worker that it will not deliver go back to the queue, for another node.
     handed.close();
     let consumer = config.borrow().clone();
@@ -193,7 +193,7 @@ async fn work(
     // A publish that woke this worker alone just before it stopped: the other nodes take its messages.
     let unserved = tokio::select! { biased; _ = wake.notified() => true, () = std::future::ready(()) => false };
     if unserved {
-        if let Err(err) = store::messages::wake(&dispatcher.pool, &[queue], true).await {
+        if let Err(err) = store::messages::wake(&dispatcher.engine.pool, &[queue], true).await {
             tracing::warn!(error = %err, "handing a wake-up to the other nodes failed; their timers find the messages");
         }
     }
@@ -230,7 +230,7 @@ async fn take_leased(
 async fn give_back(dispatcher: &Dispatcher, consumer: &WebhookConsumer, leased: LeasedAtPublish) {
     let leases: Vec<_> = leased.messages.iter().map(|m| (m.id, m.attempts)).collect();
     dispatcher.release(consumer, &leases, Some(leased.slot)).await;
-    if let Err(err) = store::messages::wake(&dispatcher.pool, &[leased.queue], true).await {
+    if let Err(err) = store::messages::wake(&dispatcher.engine.pool, &[leased.queue], true).await {
         tracing::warn!(error = %err, "waking the dispatchers failed; their timers find the messages");
     }
 }
@@ -257,7 +257,8 @@ async fn next_step(
         return Ok(if claimed >= consumer.batch_size { Next::More } else { Next::Wait(next_due) });
     }
     // An empty claim means nothing ready, or every slot taken.
-    let ready = store::dispatch::readiness(&dispatcher.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
+    let ready =
+        store::dispatch::readiness(&dispatcher.engine.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
     Ok(if ready.ready > 0 { Next::SlotsTaken } else { Next::Wait(until_next(&ready)) })
 }
 
@@ -294,7 +295,7 @@ fn deliver(
 /// The wait until a batch is due, or None when one is due now: `batch_size` messages are ready, or
 /// the first ready one has waited `max_wait_time_ms`.
 async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Next>, sqlx::Error> {
-    let r = store::dispatch::readiness(&dispatcher.pool, c.queue_id, c.retention_seconds, c.batch_size).await?;
+    let r = store::dispatch::readiness(&dispatcher.engine.pool, c.queue_id, c.retention_seconds, c.batch_size).await?;
     if r.ready == 0 {
         return Ok(Some(Next::Wait(until_next(&r))));
     }

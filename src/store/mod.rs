@@ -1,5 +1,7 @@
-//! All SQL lives here. Every function that touches a tenant's rows takes the account id first and
-//! filters on it, so a handler cannot reach another account's objects by forgetting a check.
+//! All SQL lives here. Every function that touches a tenant's rows takes the account id first and filters
+//! on it, or takes an `OwnedQueue` (a queue with its account, vouched for by `owned`), so a caller cannot
+//! reach another account's objects by forgetting a check. The cross-account reads of the background work
+//! (the dispatcher's consumers, the sweeps, the count fold, the gauges) answer no tenant.
 
 pub mod accounts;
 pub mod activity;
@@ -9,6 +11,7 @@ pub mod dispatch;
 pub mod gauges;
 pub mod maintenance;
 pub mod messages;
+pub mod owned;
 pub mod pool;
 pub mod publish;
 pub mod queues;

@@ -168,7 +168,7 @@ async fn a_token_cannot_grant_scopes_it_does_not_hold(pool: PgPool) {
 #[sqlx::test]
 async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPool) {
     let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
-    let (id, token) = skiplock::api::tokens::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
+    let (id, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
     let verifier = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
 

@@ -52,7 +52,7 @@ async fn backlog_figures_follow_every_way_messages_come_and_go_folded_or_not(poo
     app.post(&format!("queues/{audit}/purge"), json!({"delete_messages_permanently": true})).await.expect_ok();
     app.patch(&format!("queues/{dlq}"), json!({"settings": {"message_retention_period": 60}})).await.expect_ok();
     age_messages_two_minutes(&pool, &format!("queue_id = '{dlq}'")).await;
-    assert_eq!(skiplock::maintenance::sweep_expired(&pool).await.unwrap(), 2);
+    assert_eq!(skiplock::engine::maintenance::sweep_expired(&pool).await.unwrap(), 2);
     for q in [&orders, &audit, &dlq] {
         assert_figures_match_messages(&app, &pool, q, "before folding").await;
     }
@@ -93,6 +93,6 @@ async fn the_oldest_time_moves_on_when_the_oldest_message_is_acked_and_the_sweep
     assert_eq!(pulled[0]["body"], "first");
     app.ack(&q, &[lease(&pulled[0])], json!([])).await;
 
-    skiplock::maintenance::sweep_expired(&pool).await.unwrap();
+    skiplock::engine::maintenance::sweep_expired(&pool).await.unwrap();
     assert_figures_match_messages(&app, &pool, &q, "after the oldest was acked and the sweep ran").await;
 }

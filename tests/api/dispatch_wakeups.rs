@@ -362,7 +362,7 @@ async fn messages_leased_for_a_worker_that_stopped_are_given_back_at_once(pool: 
     let (hand, mut handed) = tokio::sync::mpsc::unbounded_channel();
     let terms =
         skiplock::store::publish::LeaseOffer { queue, consumer, max_concurrency: 2, lease_ms: 600_000, batch_size: 10 };
-    app.wakeups.claims_here(queue, true, Some(skiplock::wakeups::Offer { terms, hand }));
+    app.wakeups.claims_here(queue, true, Some(skiplock::engine::wakeups::Offer { terms, hand }));
     app.publish_texts(&hook.queue, &["kept"]).await;
     let kept = handed.recv().await.expect("the publish leased its message for the offering worker");
     assert_eq!(kept.messages.len(), 1);

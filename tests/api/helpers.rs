@@ -17,7 +17,7 @@ pub struct TestApp {
     pub token: String,
     pub metrics: std::sync::Arc<skiplock::metrics::Metrics>,
     /// The node's wake-ups: what it knows of the queues long polls wait on.
-    pub wakeups: std::sync::Arc<skiplock::wakeups::Wakeups>,
+    pub wakeups: std::sync::Arc<skiplock::engine::wakeups::Wakeups>,
     /// Where the node serves `/metrics` (empty for a remote node).
     pub metrics_address: String,
     client: reqwest::Client,
@@ -66,10 +66,10 @@ impl Drop for TestApp {
 }
 
 pub async fn spawn_app(pool: PgPool) -> TestApp {
-    spawn_app_with(pool, skiplock::limits::Limits::default()).await
+    spawn_app_with(pool, skiplock::engine::limits::Limits::default()).await
 }
 
-pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> TestApp {
+pub async fn spawn_app_with(pool: PgPool, limits: skiplock::engine::limits::Limits) -> TestApp {
     let started = start_node(&pool, limits, &[Role::Api]).await;
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
     started.app(pool, account, token)
@@ -77,7 +77,7 @@ pub async fn spawn_app_with(pool: PgPool, limits: skiplock::limits::Limits) -> T
 
 /// An app whose node also runs the webhook dispatcher, as `skiplock` does by default.
 pub async fn spawn_app_dispatching(pool: PgPool) -> TestApp {
-    let started = start_node(&pool, skiplock::limits::Limits::default(), &[Role::Api, Role::Dispatcher]).await;
+    let started = start_node(&pool, skiplock::engine::limits::Limits::default(), &[Role::Api, Role::Dispatcher]).await;
     let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
     started.app(pool, account, token)
 }
@@ -86,7 +86,7 @@ pub async fn spawn_app_dispatching(pool: PgPool) -> TestApp {
 struct Started {
     address: String,
     metrics: std::sync::Arc<skiplock::metrics::Metrics>,
-    wakeups: std::sync::Arc<skiplock::wakeups::Wakeups>,
+    wakeups: std::sync::Arc<skiplock::engine::wakeups::Wakeups>,
     metrics_address: String,
     stop: CancellationToken,
 }
@@ -110,7 +110,7 @@ impl Started {
 }
 
 /// A node with `roles` on the test's database: its addresses, metrics and stop token.
-async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits, roles: &[Role]) -> Started {
+async fn start_node(pool: &PgPool, limits: skiplock::engine::limits::Limits, roles: &[Role]) -> Started {
     // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
     // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
     // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
@@ -131,7 +131,7 @@ async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits, roles: &[Ro
     let stop = CancellationToken::new();
     let node = Node::start(&settings, roles, node_pool, stop.clone()).await.expect("the node starts");
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
-    let (metrics, wakeups) = (node.shared.metrics.clone(), node.shared.wakeups.clone());
+    let (metrics, wakeups) = (node.engine.metrics.clone(), node.engine.wakeups.clone());
     let metrics_address = format!("http://{}", node.metrics_addr);
     tokio::spawn(node.wait());
     Started { address, metrics, wakeups, metrics_address, stop }
@@ -140,7 +140,7 @@ async fn start_node(pool: &PgPool, limits: skiplock::limits::Limits, roles: &[Ro
 /// A fresh account and a token with `scopes`.
 pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (AccountId, String) {
     let account = skiplock::store::accounts::create(pool, name).await.unwrap();
-    let (_, token) = skiplock::api::tokens::issue(pool, account, "test", scopes).await.unwrap();
+    let (_, token) = skiplock::auth::issue(pool, account, "test", scopes).await.unwrap();
     (account, token)
 }
 
@@ -148,13 +148,13 @@ impl TestApp {
     /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
     pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
         let (metrics, client, stop) = (std::sync::Arc::default(), reqwest::Client::new(), CancellationToken::new());
-        let wakeups = std::sync::Arc::new(skiplock::wakeups::Wakeups::new(std::sync::Arc::clone(&metrics)));
+        let wakeups = std::sync::Arc::new(skiplock::engine::wakeups::Wakeups::new(std::sync::Arc::clone(&metrics)));
         TestApp { address, pool, account, token, metrics, wakeups, metrics_address: String::new(), client, stop }
     }
 
     /// Another node on the same database, serving the same account with the same token.
     pub async fn another_node(&self) -> TestApp {
-        let started = start_node(&self.pool, skiplock::limits::Limits::default(), &[Role::Api]).await;
+        let started = start_node(&self.pool, skiplock::engine::limits::Limits::default(), &[Role::Api]).await;
         started.app(self.pool.clone(), self.account, self.token.clone())
     }
 
@@ -169,7 +169,7 @@ impl TestApp {
     }
 
     pub async fn token_with(&self, scopes: &[Scope]) -> String {
-        skiplock::api::tokens::issue(&self.pool, self.account, "scoped", scopes).await.unwrap().1
+        skiplock::auth::issue(&self.pool, self.account, "scoped", scopes).await.unwrap().1
     }
 
     pub async fn raw(&self, method: Method, url: &str, token: Option<&str>, body: Option<Vec<u8>>) -> Resp {
@@ -329,8 +329,9 @@ pub async fn observed_dispatcher(
         shutdown_grace: Duration::from_millis(200),
         ..Default::default()
     };
-    let shared = skiplock::startup::Shared::with_metrics(pool.clone(), metrics);
-    skiplock::startup::dispatcher(&shared, settings, guard).await.expect("the dispatcher builds")
+    let limits = skiplock::engine::limits::Limits::default();
+    let engine = skiplock::engine::Engine::new(pool.clone(), metrics, limits).await.expect("the engine builds");
+    skiplock::startup::dispatcher(&engine, settings, guard)
 }
 
 /// The dispatcher's view of a consumer created over the API.
@@ -366,8 +367,9 @@ pub async fn listening_dispatcher_with(
         ..settings
     };
     let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
-    let shared = skiplock::startup::Shared::new(pool.clone());
-    let dispatcher = std::sync::Arc::new(skiplock::startup::dispatcher(&shared, settings, guard).await.unwrap());
+    let limits = skiplock::engine::limits::Limits::default();
+    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits).await.unwrap();
+    let dispatcher = std::sync::Arc::new(skiplock::startup::dispatcher(&engine, settings, guard));
     let stop = CancellationToken::new();
     let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));
     let listening = "select count(*) from pg_stat_activity where query like 'LISTEN%skiplock_changes%'";

@@ -86,7 +86,7 @@ async fn a_key_is_remembered_after_delivery_ack_and_a_restart_but_not_past_its_w
 
     // Past the window the key no longer counts, and the maintenance task removes it.
     sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'").execute(&pool).await.unwrap();
-    assert_eq!(skiplock::maintenance::forget_expired_keys(&pool).await.unwrap(), 1);
+    assert_eq!(skiplock::engine::maintenance::forget_expired_keys(&pool).await.unwrap(), 1);
     assert_eq!(publish(&app, &q, text("later", "k")).await["metadata"]["duplicates"], 0);
     // An expired key that the sweep has not reached yet is replaced as well.
     sqlx::query("update idempotency_keys set expires_at = now() - interval '1 second'").execute(&pool).await.unwrap();

@@ -2,7 +2,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use skiplock::auth::Scope;
-use skiplock::limits::Limits;
+use skiplock::engine::limits::Limits;
 use sqlx::PgPool;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

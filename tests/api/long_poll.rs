@@ -189,7 +189,7 @@ async fn a_node_shutting_down_ends_its_waits_at_once_with_no_messages(pool: PgPo
 
 #[sqlx::test]
 async fn waiting_pulls_are_capped_per_account(pool: PgPool) {
-    let limits = skiplock::limits::Limits { max_waiting_pulls: 1, ..Default::default() };
+    let limits = skiplock::engine::limits::Limits { max_waiting_pulls: 1, ..Default::default() };
     let app = spawn_app_with(pool, limits).await;
     let q = app.pull_queue("orders", json!({})).await;
     app.publish_texts(&q, &["a"]).await;

@@ -17,7 +17,7 @@ async fn counters_and_gauges_follow_the_workload(pool: PgPool) {
     let pulled = app.pull(&q, json!({"batch_size": 3})).await;
     app.ack(&q, &[lease(&pulled[0]), lease(&pulled[1])], json!([{"lease_id": lease(&pulled[2]), "delay_seconds": 60}]))
         .await;
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 100).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 100).await.unwrap();
 
     let text = app.metrics.render(Some(&pool));
     assert_eq!(sample(&text, "skiplock_messages_published_total", ""), Some(5.0));
@@ -49,7 +49,7 @@ async fn queues_past_the_series_cap_are_summed_as_other(pool: PgPool) {
         let texts: Vec<&str> = (0..n).map(|_| "x").collect();
         app.publish_texts(&q, &texts).await;
     }
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 1).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 1).await.unwrap();
     let text = app.metrics.render(None);
     let big = format!(r#"account="{}",queue="big""#, app.account);
     assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &big), Some(3.0));
@@ -121,7 +121,7 @@ async fn the_other_series_sums_every_figure_of_the_queues_past_the_cap(pool: PgP
 
     let other_series = r#"account="_other",queue="_other""#;
     let own = |account: &dyn std::fmt::Display, name: &str| format!(r#"account="{account}",queue="{name}""#);
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 1).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 1).await.unwrap();
     let text = app.metrics.render(None);
     let big_series = own(&app.account, "big");
     assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &big_series), Some(4.0));
@@ -136,7 +136,7 @@ async fn the_other_series_sums_every_figure_of_the_queues_past_the_cap(pool: PgP
     assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(1.0));
 
     // Four with messages, by backlog; the empty one is the other.
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 4).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 4).await.unwrap();
     let text = app.metrics.render(None);
     assert_eq!(sample(&text, "skiplock_queue_delayed_messages", &own(&other, "mid")), Some(1.0));
     assert_eq!(sample(&text, "skiplock_queue_dead_letter_messages", &own(&other, "mid")), Some(2.0));
@@ -145,7 +145,7 @@ async fn the_other_series_sums_every_figure_of_the_queues_past_the_cap(pool: PgP
     assert_eq!(sample(&text, "skiplock_queue_series", ""), Some(4.0));
 
     // Under the cap every queue has its series, the empty one too, and there is no other.
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 10).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 10).await.unwrap();
     let text = app.metrics.render(None);
     assert_eq!(sample(&text, "skiplock_queue_backlog_messages", &own(&app.account, "empty")), Some(0.0));
     assert_eq!(sample(&text, "skiplock_queue_in_flight_messages", &own(&app.account, "empty")), Some(0.0));

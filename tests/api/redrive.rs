@@ -205,7 +205,7 @@ async fn a_redrive_returns_each_message_to_its_source_as_it_was_published(pool: 
     let listed = app.get(&format!("queues/{dlq}/redrive")).await;
     assert_eq!(listed.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.metrics.redriven.get(), 5, "the node counts what it moved");
-    skiplock::metrics::refresh_queue_gauges(&app.metrics, &pool, 100).await.unwrap();
+    skiplock::engine::gauges::refresh(&app.metrics, &pool, 100).await.unwrap();
     let text = app.metrics.render(None);
     assert!(text.contains("skiplock_redrive_tasks{status=\"completed\"} 1"), "{text}");
     assert!(text.contains("skiplock_redrive_tasks{status=\"running\"} 0"), "{text}");

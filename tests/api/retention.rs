@@ -1,7 +1,7 @@
 use serde_json::json;
 use sqlx::PgPool;
 
-use skiplock::maintenance::{MessageTable, TableVacuum};
+use skiplock::engine::maintenance::{MessageTable, TableVacuum};
 
 use crate::helpers::{age_messages_two_minutes, spawn_app};
 
@@ -23,7 +23,7 @@ async fn messages_past_their_queues_retention_are_deleted_delivered_or_not(pool:
     let before_sweep = app.pull(&short, json!({"batch_size": 10})).await;
     let bodies: Vec<&str> = before_sweep.iter().map(|m| m["body"].as_str().unwrap()).collect();
     assert_eq!(bodies, ["fresh"], "messages past retention are never delivered, swept or not");
-    let deleted = skiplock::maintenance::sweep_expired(&pool).await.unwrap();
+    let deleted = skiplock::engine::maintenance::sweep_expired(&pool).await.unwrap();
     assert_eq!(deleted, 2);
     assert_eq!(app.backlog(&short).await, 1);
     assert_eq!(app.backlog(&long).await, 1, "the other queue keeps its 4-day retention");

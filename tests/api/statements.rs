@@ -4,7 +4,7 @@
 //! that was checked).
 
 use serde_json::{json, Value};
-use skiplock::maintenance::{MessageTable, TableVacuum};
+use skiplock::engine::maintenance::{MessageTable, TableVacuum};
 use sqlx::PgPool;
 
 use crate::helpers::{lease, spawn_app};
@@ -111,5 +111,5 @@ async fn a_message_table_that_grew_is_analyzed_and_its_statements_planned_again(
         .unwrap();
     assert!(pages >= 32, "the statistics know the table's size now: {pages} pages");
     // Until it doubles again, it is left alone.
-    assert!(skiplock::maintenance::refresh_statistics(&pool).await.unwrap().is_empty());
+    assert!(skiplock::engine::maintenance::refresh_statistics(&pool).await.unwrap().is_empty());
 }

@@ -9,16 +9,16 @@ use serde::{Deserialize, Serialize};
 
 use super::delivery_target;
 use crate::api::envelope::{ok, ApiJson};
+use crate::api::extract::{Authed, QueuesReadWrite};
 use crate::api::queues::queue_id;
-use crate::auth::{Authed, QueuesReadWrite};
-use crate::delivery::{Answer, Route, Settled};
+use crate::engine::delivery::{Answer, Route, Settled};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::{AccountId, MessageId};
 use crate::queue::answer::Decision;
 use crate::queue::message::check_delay;
-use crate::state::AppState;
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 const MAX_ACKS: usize = 1000;
 
@@ -81,7 +81,7 @@ pub(super) fn check(acks: &[LeaseRef], retries: &[RetryRef]) -> ApiResult<()> {
 /// Applies acks and retries (already `check`ed) as POST .../ack does. `known` is the queue's route when
 /// the caller has looked it up already (a pull); otherwise it is looked up only if a retry needs it.
 pub(super) async fn apply(
-    state: &AppState,
+    state: &Engine,
     account: AccountId,
     raw_queue: &str,
     acks: &[LeaseRef],

@@ -9,14 +9,14 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::envelope::{ok, ApiJson};
+use crate::api::extract::{Authed, QueuesReadWrite};
 use crate::api::queues::queue_id;
-use crate::auth::{Authed, QueuesReadWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::queue::consumer::MAX_VISIBILITY_TIMEOUT_MS;
-use crate::state::AppState;
 use crate::store::messages::Extension;
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 const MAX_LEASES: usize = 100;
 

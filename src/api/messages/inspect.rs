@@ -9,14 +9,14 @@ use serde_json::json;
 
 use super::view::{Handle, MessageView};
 use crate::api::envelope::{ok, ApiJson};
+use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
 use crate::api::queues::find_queue;
-use crate::auth::{Authed, QueuesRead, QueuesWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::MessageId;
-use crate::state::AppState;
 use crate::store;
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 const MAX_PEEK: i64 = 100;
 /// Refs in one purge request, as acks in one ack request.

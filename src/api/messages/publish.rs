@@ -9,15 +9,15 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::envelope::{decode, ok, RawBody};
+use crate::api::extract::{Authed, QueuesWrite};
 use crate::api::queues::queue_id;
 use crate::api::views::BacklogMetrics;
-use crate::auth::{Authed, QueuesWrite};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
 use crate::queue::message::{self, check_batch, check_delay, Field, PublishInput};
-use crate::state::AppState;
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 /// A published message, borrowing from the request body (see `message::prepare`).
 #[derive(Deserialize)]
@@ -41,7 +41,7 @@ pub struct PublishBatch<'a> {
 }
 
 async fn store_batch(
-    state: &AppState,
+    state: &Engine,
     account: AccountId,
     raw_queue: &str,
     request: &Bytes,
@@ -104,7 +104,7 @@ const MAX_RATE_WAIT: Duration = Duration::from_secs(1);
 
 /// Holds a publish back until its account's publish rate on this node allows its `count` messages, or
 /// refuses it (429, nothing stored) when that would take longer than `MAX_RATE_WAIT`.
-async fn hold_to_publish_rate(state: &AppState, account: AccountId, count: usize) -> ApiResult<()> {
+async fn hold_to_publish_rate(state: &Engine, account: AccountId, count: usize) -> ApiResult<()> {
     let held_back = &state.activity.metrics.publishes_held_back;
     match state.publish_rate.take_many(account, count as u32, MAX_RATE_WAIT) {
         Ok(wait) if wait.is_zero() => Ok(()),

@@ -12,23 +12,23 @@ use super::ack::{self, AckOutcome, LeaseRef, RetryRef};
 use super::delivery_target;
 use super::view::{Handle, MessageView};
 use crate::api::envelope::{ok, ApiJson};
+use crate::api::extract::{Authed, QueuesReadWrite};
 use crate::api::queues::queue_id;
 use crate::api::views::BacklogMetrics;
-use crate::auth::{Authed, QueuesReadWrite};
-use crate::delivery::Route;
+use crate::engine::delivery::Route;
+use crate::engine::wakeups::{Cause, EmptyLook, KnownEmpty, Waiter, FRESH_MARK_LOOK};
+use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, QueueId};
 use crate::queue::consumer::{
     ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS, MAX_VISIBILITY_TIMEOUT_MS, MAX_WAIT_TIME_MS,
 };
-use crate::state::AppState;
 use crate::store::consumers::{ConsumerFields, DeliveryTarget};
 use crate::store::messages::StoredMessage;
 use crate::store::queues::Backlog;
 use crate::store::{self};
-use crate::wakeups::{Cause, EmptyLook, KnownEmpty, Waiter, FRESH_MARK_LOOK};
 
-type Data = web::Data<AppState>;
+type Data = web::Data<Engine>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -176,7 +176,7 @@ impl QueueState {
 }
 
 /// Reads the queue and its consumer for a look; a 404 when the account has no such queue.
-async fn read_queue(state: &AppState, pull: &Pull<'_>) -> ApiResult<QueueState> {
+async fn read_queue(state: &Engine, pull: &Pull<'_>) -> ApiResult<QueueState> {
     let at = Instant::now();
     let target = delivery_target(state, pull.account, pull.raw_queue).await?;
     let consumer = match pull_consumer(&target) {
@@ -203,7 +203,7 @@ async fn read_queue(state: &AppState, pull: &Pull<'_>) -> ApiResult<QueueState> 
 /// wait with no messages; a queue deleted meanwhile is a 404. `read` is the queue as the pull read it
 /// before waiting, if it did.
 async fn long_poll(
-    state: &AppState,
+    state: &Engine,
     waiter: &Waiter,
     pull: &Pull<'_>,
     mut read: Option<Read>,
@@ -264,7 +264,7 @@ enum Look {
 /// empty (this node has heard of every change of the queue since: `wakeups::marks`), unless the pull
 /// carried answers, whose retries may have put messages back. Otherwise a lease, with the queue as the
 /// pull read it, or read now.
-async fn first_look(state: &AppState, pull: &Pull<'_>, read: Option<Read>) -> ApiResult<Look> {
+async fn first_look(state: &Engine, pull: &Pull<'_>, read: Option<Read>) -> ApiResult<Look> {
     if !pull.carries_answers {
         if let Some(known) = state.wakeups.known_empty(pull.account, pull.queue) {
             state.wakeups.look_skipped();
@@ -283,7 +283,7 @@ async fn first_look(state: &AppState, pull: &Pull<'_>, read: Option<Read>) -> Ap
 /// read again (paused, deleted, consumer changed) and leased from, and finding nothing is kept for the
 /// waiters behind.
 async fn look_after_wake(
-    state: &AppState,
+    state: &Engine,
     waiter: &Waiter,
     pull: &Pull<'_>,
     listening_since: Instant,
@@ -304,7 +304,7 @@ async fn look_after_wake(
 
 /// Leases from the queue; finding nothing, learns when its next delayed or leased message becomes
 /// visible, and keeps the look for the long polls after it (`Wakeups::found_empty`).
-async fn lease_or_note_empty(state: &AppState, pull: &Pull<'_>, read: &Read) -> ApiResult<Look> {
+async fn lease_or_note_empty(state: &Engine, pull: &Pull<'_>, read: &Read) -> ApiResult<Look> {
     let leased = state.delivery.lease(&read.route, None, read.limit, read.visibility).await?.messages;
     if !leased.is_empty() {
         return Ok(Look::Leased(leased));

@@ -9,19 +9,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 
 use crate::ids::QueueId;
 use crate::store::{self, queues::Backlog};
 
-const FRESH_FOR: Duration = Duration::from_secs(1);
+pub const FRESH_FOR: Duration = Duration::from_secs(1);
 const CAPACITY: usize = 10_000;
-
-/// How long to wait before counting again after a count that took `took`: at least `floor`, and long
-/// enough that counting takes at most a twentieth of one connection's time (docs/design-notes.md).
-pub fn spacing(took: Duration, floor: Duration) -> Duration {
-    floor.max(took * 20)
-}
 
 struct Entry {
     backlog: Backlog,
@@ -74,20 +67,6 @@ impl BacklogCache {
             }
         }
         Ok(())
-    }
-
-    /// Refreshes the figures about once a second until `stop`.
-    pub async fn run(&self, pool: PgPool, stop: CancellationToken) {
-        loop {
-            let started = Instant::now();
-            if let Err(err) = self.refresh(&pool).await {
-                tracing::warn!(error = %err, "counting queue backlogs failed; will retry");
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(spacing(started.elapsed(), FRESH_FOR)) => {}
-            }
-        }
     }
 
     /// Adds messages this node just stored.

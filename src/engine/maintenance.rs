@@ -5,13 +5,11 @@
 //! idempotent: sweeps claim rows with SKIP LOCKED, each count delta is folded by one fold, and a
 //! vacuum another node is running is skipped, so any number of nodes can run it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 
-use crate::activity::Activity;
+use crate::engine::activity::Activity;
 use crate::store;
 
 const SWEEP_BATCH: i64 = 10_000;
@@ -57,7 +55,7 @@ impl MessageTable {
 pub const VACUUM_EVERY: Duration = Duration::from_secs(5);
 /// A table is vacuumed only when it has at least this many dead rows: a queue that is only published to
 /// leaves none, and vacuuming its new pages anyway is costly work for nothing.
-const VACUUM_DEAD_ROWS: i64 = 1_000;
+pub const VACUUM_DEAD_ROWS: i64 = 1_000;
 
 /// One message table's vacuum.
 ///
@@ -90,56 +88,19 @@ impl TableVacuum {
     }
 }
 
-pub async fn run_vacuum(pool: PgPool, table: MessageTable, stop: CancellationToken) {
-    let vacuum = TableVacuum::new(table);
-    let mut ticker = tokio::time::interval(VACUUM_EVERY);
-    // A vacuum that overran its slot is followed by the next one after a full interval, not at once.
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        if let Err(err) = vacuum.run_if_due(&pool, VACUUM_DEAD_ROWS).await {
-            tracing::warn!(error = %err, table = table.name(), "vacuuming a message table failed; will retry");
-        }
-    }
-}
-
 /// The tables whose growth outdates the plans of the statements that read them.
 const PLANNED_TABLES: [&str; 4] = ["messages", "message_bodies", "idempotency_keys", "ordering_keys"];
 /// How often their sizes are compared with the planner's statistics, and the least growth (in pages)
 /// that counts.
-const STATISTICS_EVERY: Duration = Duration::from_millis(250);
+pub const STATISTICS_EVERY: Duration = Duration::from_millis(250);
 const STATISTICS_MIN_GROWTH: i64 = 32;
 
-/// Keeps the planner's statistics in step with the tables' growth. Statements are prepared once per
-/// connection and their generic plans kept; a plan made while a table was small reads it whole once another
-/// account fills it, and autovacuum, which would re-plan them by analyzing, comes by at most once a minute.
-/// Analyzing a table each time it has doubled re-plans every statement that reads it, a few times as it
-/// grows (docs/design-notes.md). Tables grow by publishes, so a node looks only after it stored some: the
-/// node that fills them analyzes them, and an idle node makes no query.
-pub async fn run_statistics(pool: PgPool, activity: Arc<Activity>, stop: CancellationToken) {
-    let mut ticker = tokio::time::interval(STATISTICS_EVERY);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut published_at_last_look = activity.metrics.published.get();
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        let published = activity.metrics.published.get();
-        if published == published_at_last_look {
-            continue;
-        }
-        match refresh_statistics(&pool).await {
-            Ok(_) => published_at_last_look = published,
-            Err(err) => tracing::warn!(error = %err, "refreshing planner statistics failed; will retry"),
-        }
-    }
-}
-
-/// Analyzes each table that has at least doubled since its statistics were gathered; returns them.
+/// Keeps the planner's statistics in step with the tables' growth: analyzes each table that has at least
+/// doubled since its statistics were gathered, and returns them. Statements are prepared once per
+/// connection and their generic plans kept; a plan made while a table was small reads it whole once
+/// another account fills it, and autovacuum, which would re-plan them by analyzing, comes by at most once
+/// a minute. Analyzing a table each time it has doubled re-plans every statement that reads it, a few
+/// times as it grows (docs/design-notes.md).
 pub async fn refresh_statistics(pool: &PgPool) -> Result<Vec<String>, sqlx::Error> {
     let outgrown = store::maintenance::outgrown_statistics(pool, &PLANNED_TABLES, STATISTICS_MIN_GROWTH).await?;
     for table in &outgrown {
@@ -148,45 +109,19 @@ pub async fn refresh_statistics(pool: &PgPool) -> Result<Vec<String>, sqlx::Erro
     Ok(outgrown)
 }
 
-/// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the
-/// work of a read rather than how fresh it is.
-const FOLD_EVERY: Duration = Duration::from_secs(1);
-
-pub async fn run_count_folding(pool: PgPool, stop: CancellationToken) {
-    let mut ticker = tokio::time::interval(FOLD_EVERY);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        if let Err(err) = store::counts::fold(&pool).await {
-            tracing::warn!(error = %err, "folding queue counts failed; will retry");
+/// One turn of the retention upkeep: messages past their retention, activity buckets past the chart's
+/// hour, idempotency keys past their window. Each part is tried even if one before it failed.
+pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sqlx::Error> {
+    let swept = sweep_expired(pool).await;
+    if let Ok(n) = swept {
+        if n > 0 {
+            activity.expired(n);
+            tracing::info!(deleted = n, "deleted messages past their retention period");
         }
     }
-}
-
-pub async fn run(pool: PgPool, activity: Arc<Activity>, every: Duration, stop: CancellationToken) {
-    let mut ticker = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = ticker.tick() => {}
-        }
-        match sweep_expired(&pool).await {
-            Ok(0) => {}
-            Ok(n) => {
-                activity.expired(n);
-                tracing::info!(deleted = n, "deleted messages past their retention period");
-            }
-            Err(err) => tracing::warn!(error = %err, "retention sweep failed; will retry"),
-        }
-        if let Err(err) = store::activity::prune(&pool).await {
-            tracing::warn!(error = %err, "pruning queue activity failed; will retry");
-        }
-        if let Err(err) = forget_expired_keys(&pool).await {
-            tracing::warn!(error = %err, "forgetting expired idempotency keys failed; will retry");
-        }
-    }
+    let pruned = store::activity::prune(pool).await;
+    let forgotten = forget_expired_keys(pool).await;
+    swept.and(pruned).and(forgotten).map(|_| ())
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.

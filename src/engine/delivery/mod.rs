@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use crate::activity::Activity;
-use crate::backlog::BacklogCache;
+use crate::engine::activity::Activity;
+use crate::engine::backlog::BacklogCache;
 use crate::ids::{AccountId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};

@@ -35,12 +35,13 @@ use std::time::Instant;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::engine::wakeups::Wakeups;
+use crate::error::ApiError;
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
 use crate::store::publish::{self, LeaseOffer, LeasedAtPublish, Publish, Published};
-use crate::wakeups::Wakeups;
 
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
@@ -365,6 +366,15 @@ async fn wake_dispatchers(pool: PgPool, wakes: std::sync::Weak<Wakes>) {
         // A lost wake-up only delays delivery until the dispatcher's next poll.
         if let Err(err) = messages::wake(&pool, &queues, true).await {
             tracing::warn!(error = %err, "waking the dispatchers failed; they will find the messages by polling");
+        }
+    }
+}
+
+impl From<PublishError> for ApiError {
+    fn from(err: PublishError) -> Self {
+        match err {
+            PublishError::Database(db) => Self::from_database(&db),
+            PublishError::Stopped => Self::unavailable("the service is shutting down"),
         }
     }
 }

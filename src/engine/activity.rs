@@ -5,10 +5,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use sqlx::PgPool;
-use tokio_util::sync::CancellationToken;
 
 use crate::ids::QueueId;
 use crate::metrics::Metrics;
@@ -87,19 +85,5 @@ impl Activity {
             }
         }
         written.map(|_| ())
-    }
-
-    /// Flushes every `every` until `stop`, then once more.
-    pub async fn run(&self, pool: PgPool, every: Duration, stop: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(every) => {}
-            }
-            if let Err(err) = self.flush(&pool).await {
-                tracing::warn!(error = %err, "flushing queue activity failed; will retry");
-            }
-        }
-        let _ = self.flush(&pool).await;
     }
 }

@@ -128,7 +128,7 @@ impl Wakeups {
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             waiting: Mutex::default(),
-            max_per_account: AtomicI64::new(crate::limits::Limits::default().max_waiting_pulls),
+            max_per_account: AtomicI64::new(crate::engine::limits::Limits::default().max_waiting_pulls),
             metrics,
             stop: CancellationToken::new(),
             listening: AtomicBool::new(false),

@@ -1,6 +1,6 @@
 //! `Authed<R>`: the handler-signature guard. It verifies the bearer token, checks that the path's
-//! account is the token's own (another account's is a 404, as for any object it cannot see), and that
-//! the token carries the scopes `R` requires.
+//! account is the token's own (another account's is a 404, as for any object it cannot see), that the
+//! token carries the scopes `R` requires, and that the account is within its request rate.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -8,19 +8,10 @@ use std::pin::Pin;
 
 use actix_web::{http::header, web, FromRequest, HttpRequest};
 
-use super::token::Scope;
-use super::verifier::Principal;
+use crate::auth::{Principal, Scope};
+use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 use crate::ids::AccountId;
-use crate::limits::{Limits, RateLimiter};
-
-/// What the extractor needs to admit a request: the token verifier, the per-account rate limiter and
-/// the limits it enforces. Registered as app data of its own.
-pub struct Gate {
-    pub verifier: super::Verifier,
-    pub rate: RateLimiter,
-    pub limits: Limits,
-}
 
 pub trait Requirement {
     const SCOPES: &'static [Scope];
@@ -57,7 +48,7 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
     type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
-        let state = req.app_data::<web::Data<Gate>>().expect("the Gate is registered").clone();
+        let state = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
         let bearer = req
             .headers()
             .get(header::AUTHORIZATION)
@@ -93,7 +84,7 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 ));
             }
             tracing::Span::current().record("account_id", tracing::field::display(principal.account_id));
-            if let Err(wait) = state.rate.take(principal.account_id) {
+            if let Err(wait) = state.request_rate.take(principal.account_id) {
                 let message = format!(
                     "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
                     state.limits.rate_per_second

@@ -1,0 +1,117 @@
+//! Every periodic task a node runs besides serving: the list in one place, each given to
+//! `spawn_periodic`. The work is idempotent across nodes (sweeps claim rows with SKIP LOCKED, each count
+//! delta is folded once, a vacuum another node runs is skipped), so any number of nodes run it all.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::maintenance::{self, MessageTable, TableVacuum};
+use super::periodic::{spawn_periodic, Pace};
+use super::{backlog, gauges, Engine};
+use crate::store;
+
+/// The cadences an operator may set.
+#[derive(Debug, Clone, Copy)]
+pub struct Cadences {
+    /// How often messages past their retention are looked for.
+    pub retention_sweep: Duration,
+    /// How often the activity counters are written (the dashboard's chart).
+    pub activity_flush: Duration,
+    /// At least how long between two refreshes of the per-queue gauges.
+    pub queue_gauges: Duration,
+    /// Queues with their own gauge series.
+    pub max_queue_series: usize,
+}
+
+/// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the work
+/// of a read rather than how fresh it is.
+const FOLD_EVERY: Duration = Duration::from_secs(1);
+
+impl Engine {
+    /// Starts the node's background work on `tasks`; it stops with `stop`.
+    pub fn spawn_background(self: &Arc<Self>, tasks: &mut JoinSet<()>, cadences: Cadences, stop: &CancellationToken) {
+        let max = cadences.max_queue_series;
+        self.periodic(
+            tasks,
+            "refreshing queue gauges",
+            Pace::Spaced(cadences.queue_gauges),
+            stop,
+            move |e| async move { gauges::refresh(&e.metrics, &e.pool, max).await },
+        );
+        self.periodic(tasks, "the retention upkeep", Pace::Every(cadences.retention_sweep), stop, |e| async move {
+            maintenance::retention_turn(&e.pool, &e.activity).await
+        });
+        for table in MessageTable::ALL {
+            // Each table on a loop of its own: a long vacuum of the bodies must not hold back the next
+            // one of `messages`, whose dead index entries every claim walks.
+            let vacuum = Arc::new(TableVacuum::new(table));
+            self.periodic(tasks, "vacuuming a message table", Pace::Every(maintenance::VACUUM_EVERY), stop, move |e| {
+                let vacuum = vacuum.clone();
+                async move { vacuum.run_if_due(&e.pool, maintenance::VACUUM_DEAD_ROWS).await.map(|_| ()) }
+            });
+        }
+        self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
+            store::counts::fold(&e.pool).await
+        });
+        self.periodic(tasks, "counting queue backlogs", Pace::Spaced(backlog::FRESH_FOR), stop, |e| async move {
+            e.backlog.refresh(&e.pool).await
+        });
+        // Tables grow by publishes, so a node looks only after it stored some: the node that fills them
+        // analyzes them, and an idle node makes no query.
+        let published_at_last_look = Arc::new(AtomicU64::new(self.metrics.published.get()));
+        let statistics = Pace::Every(maintenance::STATISTICS_EVERY);
+        self.periodic(tasks, "refreshing planner statistics", statistics, stop, move |e| {
+            let last = published_at_last_look.clone();
+            async move {
+                let published = e.metrics.published.get();
+                if published != last.load(Ordering::Relaxed) {
+                    maintenance::refresh_statistics(&e.pool).await?;
+                    last.store(published, Ordering::Relaxed);
+                }
+                Ok::<_, sqlx::Error>(())
+            }
+        });
+        self.periodic(tasks, "flushing queue activity", Pace::Every(cadences.activity_flush), stop, |e| async move {
+            e.activity.flush(&e.pool).await
+        });
+        // What was counted since the last flush is written once more on the way out.
+        let (engine, stopped) = (self.clone(), stop.clone());
+        tasks.spawn(async move {
+            stopped.cancelled().await;
+            let _ = engine.activity.flush(&engine.pool).await;
+        });
+        tasks.spawn(super::redrive::run(self.pool.clone(), self.metrics.clone(), stop.clone()));
+        if let Some(listener) = self.wakeups.start_listening(self.pool.clone(), stop.clone()) {
+            tasks.spawn(async move {
+                let _ = listener.await;
+            });
+        }
+        let (wakeups, stopped) = (self.wakeups.clone(), stop.clone());
+        tasks.spawn(async move {
+            stopped.cancelled().await;
+            wakeups.stop_waits();
+        });
+    }
+
+    /// `spawn_periodic` with the engine handed to each run.
+    fn periodic<F, Fut, E>(
+        self: &Arc<Self>,
+        tasks: &mut JoinSet<()>,
+        what: &'static str,
+        pace: Pace,
+        stop: &CancellationToken,
+        task: F,
+    ) where
+        F: Fn(Arc<Engine>) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let engine = self.clone();
+        spawn_periodic(tasks, what, pace, stop.clone(), move || task(engine.clone()));
+    }
+}

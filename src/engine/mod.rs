@@ -1,0 +1,77 @@
+//! The engine: the runtime between the HTTP layers (`api`, `dispatch`) and the SQL (`store`). It owns a
+//! message's lifecycle: publishing with group commit, leasing and settling, long polling and wake-ups,
+//! limits, backlog figures, activity, redrive and the background upkeep.
+
+pub mod activity;
+pub mod background;
+pub mod backlog;
+pub mod delivery;
+pub mod gauges;
+pub mod limits;
+pub mod maintenance;
+pub mod periodic;
+pub mod publisher;
+pub mod redrive;
+pub mod wakeups;
+
+use std::sync::Arc;
+
+use sqlx::PgPool;
+
+use crate::auth::Verifier;
+use crate::metrics::Metrics;
+use crate::queue::lease::Signer;
+use activity::Activity;
+use backlog::BacklogCache;
+use delivery::Delivery;
+use limits::{Limits, RateLimiter};
+use publisher::Publisher;
+use wakeups::Wakeups;
+
+/// One node's engine: what the API's handlers and the dispatcher's workers share. Built once by the
+/// composition root (`startup`) and handed to both.
+pub struct Engine {
+    pub pool: PgPool,
+    pub metrics: Arc<Metrics>,
+    /// Signs lease ids and peek refs with the key every node shares.
+    pub signer: Signer,
+    pub activity: Arc<Activity>,
+    pub backlog: Arc<BacklogCache>,
+    pub delivery: Arc<Delivery>,
+    pub wakeups: Arc<Wakeups>,
+    pub verifier: Verifier,
+    pub limits: Limits,
+    /// Each account's requests on this node.
+    pub request_rate: RateLimiter,
+    /// Each account's published messages on this node (`Limits::publish_rate_per_second`).
+    pub publish_rate: RateLimiter,
+    pub publisher: Publisher,
+}
+
+impl Engine {
+    /// The engine of a node on `pool`, its events counted in `metrics`. Reads (or makes) the shared
+    /// lease-signing key and starts the group-commit publisher.
+    pub async fn new(pool: PgPool, metrics: Arc<Metrics>, limits: Limits) -> Result<Arc<Engine>, sqlx::Error> {
+        let signer = Signer::new(crate::store::server_key(&pool).await?);
+        let activity = Arc::new(Activity::new(metrics.clone()));
+        let backlog = Arc::new(BacklogCache::default());
+        let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
+        let wakeups = Arc::new(Wakeups::new(metrics.clone()));
+        wakeups.set_max_per_account(limits.max_waiting_pulls);
+        let publisher = Publisher::start(pool.clone(), wakeups.clone());
+        Ok(Arc::new(Engine {
+            verifier: Verifier::new(pool.clone()),
+            request_rate: RateLimiter::requests(&limits),
+            publish_rate: RateLimiter::messages(&limits),
+            pool,
+            metrics,
+            signer,
+            activity,
+            backlog,
+            delivery,
+            wakeups,
+            limits,
+            publisher,
+        }))
+    }
+}
