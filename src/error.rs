@@ -198,6 +198,18 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+impl From<crate::queue::Invalid> for ApiError {
+    fn from(err: crate::queue::Invalid) -> Self {
+        match err.kind {
+            crate::queue::InvalidKind::Value => ApiError::invalid(err.message),
+            crate::queue::InvalidKind::Delay => ApiError::new(Kind::InvalidDelay, err.message),
+            crate::queue::InvalidKind::MessageTooLarge => ApiError::new(Kind::MessageTooLarge, err.message),
+            crate::queue::InvalidKind::BatchTooLarge => ApiError::new(Kind::BatchTooLarge, err.message),
+            crate::queue::InvalidKind::TooManyMessages => ApiError::new(Kind::TooManyMessages, err.message),
+        }
+    }
+}
+
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         self.kind.row().status

@@ -5,13 +5,15 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::str::FromStr;
 
 use actix_web::{http::header, web, FromRequest, HttpRequest};
 
 use crate::auth::{Principal, Scope};
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
-use crate::ids::AccountId;
+use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, TokenId};
+use crate::store::owned::OwnedQueue;
 
 pub trait Requirement {
     const SCOPES: &'static [Scope];
@@ -94,4 +96,65 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
             Ok(Self { principal, _requirement: PhantomData })
         })
     }
+}
+
+/// A queue of the token's account, named by the path's `{queue_id}`: `Authed<R>` first, then the id is
+/// parsed (a 400 when malformed) and checked to be the account's (a 404 otherwise, as for any queue it
+/// cannot see). Handlers get an `OwnedQueue`, which is what the store's queue functions take.
+pub struct AuthedQueue<R> {
+    pub auth: Authed<R>,
+    pub queue: OwnedQueue,
+}
+
+impl<R: Requirement + 'static> FromRequest for AuthedQueue<R> {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
+        let engine = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
+        let authed = Authed::<R>::from_request(req, payload);
+        let raw = req.match_info().get("queue_id").unwrap_or_default().to_owned();
+        Box::pin(async move {
+            let auth = authed.await?;
+            let id: QueueId = path_id(&raw, Kind::MalformedQueueId)?;
+            tracing::Span::current().record("queue_id", tracing::field::display(id));
+            let queue = engine.owned_queue(auth.account_id(), id).await?.ok_or_else(ApiError::queue_not_found)?;
+            Ok(AuthedQueue { auth, queue })
+        })
+    }
+}
+
+/// An id in the path other than the account's and the queue's, by the segment that names it.
+pub trait PathSegment: FromStr<Err = MalformedId> {
+    const SEGMENT: &'static str;
+}
+
+impl PathSegment for ConsumerId {
+    const SEGMENT: &'static str = "consumer_id";
+}
+
+impl PathSegment for RedriveId {
+    const SEGMENT: &'static str = "redrive_id";
+}
+
+impl PathSegment for TokenId {
+    const SEGMENT: &'static str = "token_id";
+}
+
+/// A typed id from the path (`ConsumerId`, `RedriveId`, `TokenId`); a 400 that says so when malformed.
+pub struct PathId<T>(pub T);
+
+impl<T: PathSegment> FromRequest for PathId<T> {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        let raw = req.match_info().get(T::SEGMENT).unwrap_or_default();
+        std::future::ready(path_id(raw, Kind::MalformedObjectId).map(PathId))
+    }
+}
+
+/// Parses an id from the path, answering 400 with the given code when it is malformed.
+fn path_id<T: FromStr<Err = MalformedId>>(raw: &str, kind: Kind) -> Result<T, ApiError> {
+    raw.parse().map_err(|e: MalformedId| ApiError::new(kind, e.to_string()))
 }

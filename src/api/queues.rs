@@ -5,27 +5,22 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, path_id, query_pairs, ApiJson, Paging};
+use super::envelope::{ok, ok_list, ApiJson};
+use super::paging::{query_pairs, Paging};
 use super::views::{timestamp, QueueView};
-use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{Authed, AuthedQueue, QueuesRead, QueuesWrite};
 use crate::engine::Engine;
-use crate::error::{ApiError, ApiResult, Kind};
-use crate::ids::{AccountId, QueueId};
+use crate::error::{ApiError, ApiResult};
+use crate::ids::QueueId;
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings, QueueSettingsInput};
+use crate::store::owned::OwnedQueue;
 use crate::store::{self, queues::QueueRow};
 
 type Data = web::Data<Engine>;
 
-pub fn queue_id(raw: &str) -> ApiResult<QueueId> {
-    let id = path_id(raw, Kind::MalformedQueueId)?;
-    tracing::Span::current().record("queue_id", tracing::field::display(id));
-    Ok(id)
-}
-
-/// The account's queue, or the 404 every other account's queue gets too.
-pub async fn find_queue(state: &Engine, account: AccountId, raw_id: &str) -> ApiResult<QueueRow> {
-    let id = queue_id(raw_id)?;
-    store::queues::get(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)
+/// The queue's row; a 404 when it was deleted since its owner was read.
+pub async fn find_queue(state: &Engine, queue: OwnedQueue) -> ApiResult<QueueRow> {
+    store::queues::get(&state.pool, queue).await?.ok_or_else(ApiError::queue_not_found)
 }
 
 async fn view(state: &Engine, queue: &QueueRow) -> ApiResult<QueueView> {
@@ -48,14 +43,7 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let name = QueueName::parse("queue_name", &raw_name)?;
     let settings = QueueSettings::default().apply(&body.settings)?;
     let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
-    let max = state.limits.max_queues_per_account;
-    if store::queues::count(&state.pool, auth.account_id()).await? >= max {
-        return Err(ApiError::new(
-            Kind::QueueQuota,
-            format!("this account has reached its quota of {max} queues; delete one before creating another"),
-        ));
-    }
-    let queue = store::queues::create(&state.pool, auth.account_id(), &name, settings, jurisdiction).await?;
+    let queue = state.create_queue(auth.account_id(), &name, settings, jurisdiction).await?;
     Ok(ok(QueueView::new(&queue, &[])))
 }
 
@@ -77,8 +65,8 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpReq
     Ok(ok_list(views, info))
 }
 
-pub async fn get(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String, String)>) -> ApiResult<HttpResponse> {
-    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+pub async fn get(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, at.queue).await?;
     Ok(ok(view(&state, &queue).await?))
 }
 
@@ -108,14 +96,8 @@ pub struct UpdateQueue {
 }
 
 /// PUT replaces the settings (omitted ones return to their defaults); PATCH changes only those given.
-async fn update(
-    state: Data,
-    account: AccountId,
-    raw_id: &str,
-    body: UpdateQueue,
-    replace: bool,
-) -> ApiResult<HttpResponse> {
-    let queue = find_queue(&state, account, raw_id).await?;
+async fn update(state: Data, owned: OwnedQueue, body: UpdateQueue, replace: bool) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, owned).await?;
     let name = match &body.queue_name {
         Some(raw) => QueueName::parse("queue_name", raw)?,
         None => QueueName::parse("queue_name", &queue.name)?,
@@ -130,65 +112,25 @@ async fn update(
     }
     let base = if replace { QueueSettings::default() } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
-    let pausing = settings.delivery_paused && !queue.settings().delivery_paused;
-    let updated = store::queues::update(&state.pool, account, queue.id, &name, settings)
-        .await?
-        .ok_or_else(ApiError::queue_not_found)?;
-    // Pausing, resuming or renaming changes what the dispatchers deliver.
-    super::notices::announce_change(&state, queue.id).await;
-    if pausing {
-        wake_waiting_pulls(&state, queue.id).await;
-    }
+    let updated = state.update_queue(owned, &queue, &name, settings).await?;
     Ok(ok(view(&state, &updated).await?))
 }
 
-pub async fn replace(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String)>,
-    body: ApiJson<UpdateQueue>,
-) -> ApiResult<HttpResponse> {
-    update(state, auth.account_id(), &path.1, body.0, true).await
+pub async fn replace(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<UpdateQueue>) -> ApiResult<HttpResponse> {
+    update(state, at.queue, body.0, true).await
 }
 
-pub async fn patch(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String)>,
-    body: ApiJson<UpdateQueue>,
-) -> ApiResult<HttpResponse> {
-    update(state, auth.account_id(), &path.1, body.0, false).await
+pub async fn patch(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<UpdateQueue>) -> ApiResult<HttpResponse> {
+    update(state, at.queue, body.0, false).await
 }
 
-pub async fn delete(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String)>,
-) -> ApiResult<HttpResponse> {
-    let id = queue_id(&path.1)?;
-    if !store::queues::delete(&state.pool, auth.account_id(), id).await? {
-        return Err(ApiError::queue_not_found());
-    }
-    state.backlog.forget(id);
-    super::notices::announce_change(&state, id).await;
-    wake_waiting_pulls(&state, id).await;
+pub async fn delete(state: Data, at: AuthedQueue<QueuesWrite>) -> ApiResult<HttpResponse> {
+    state.delete_queue(at.queue).await?;
     Ok(ok(json!({})))
 }
 
-/// Wakes the pulls waiting on the queue on every node, so that a pause or a delete ends their waits now.
-/// Best effort: the change is made, and a waiting pull still ends by its deadline.
-async fn wake_waiting_pulls(state: &Engine, queue: QueueId) {
-    if let Err(err) = store::messages::wake(&state.pool, &[queue], false).await {
-        tracing::warn!(error = %err, "waking the pulls waiting on a changed queue failed");
-    }
-}
-
-pub async fn metrics(
-    state: Data,
-    auth: Authed<QueuesRead>,
-    path: web::Path<(String, String)>,
-) -> ApiResult<HttpResponse> {
-    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+pub async fn metrics(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, at.queue).await?;
     let backlog = store::counts::backlog(&state.pool, queue.id).await?;
     Ok(ok(super::views::BacklogMetrics::from(&backlog)))
 }
@@ -198,30 +140,18 @@ pub struct PurgeQueue {
     delete_messages_permanently: Option<serde_json::Value>,
 }
 
-pub async fn purge(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String)>,
-    body: ApiJson<PurgeQueue>,
-) -> ApiResult<HttpResponse> {
-    let id = queue_id(&path.1)?;
+pub async fn purge(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<PurgeQueue>) -> ApiResult<HttpResponse> {
     if body.0.delete_messages_permanently != Some(json!(true)) {
         return Err(ApiError::invalid(
             "a purge deletes every message for good; confirm with {\"delete_messages_permanently\": true}",
         ));
     }
-    let queue =
-        store::queues::purge(&state.pool, auth.account_id(), id).await?.ok_or_else(ApiError::queue_not_found)?;
-    state.backlog.forget(id);
+    let queue = state.purge_queue(at.queue).await?;
     Ok(ok(view(&state, &queue).await?))
 }
 
-pub async fn purge_status(
-    state: Data,
-    auth: Authed<QueuesRead>,
-    path: web::Path<(String, String)>,
-) -> ApiResult<HttpResponse> {
-    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+pub async fn purge_status(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, at.queue).await?;
     // Cloudflare's schema types `started_at` a string, so a queue never purged leaves it out.
     let mut status = json!({"completed": if queue.purge_completed { "true" } else { "false" }});
     if let Some(started) = queue.purge_started_at {

@@ -5,11 +5,10 @@
 use actix_web::{web, HttpResponse};
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{created, ok, path_id, ApiJson};
+use super::envelope::{created, ok, ApiJson};
 use super::messages::RefItem;
-use super::queues::{find_queue, queue_id};
 use super::views::timestamp;
-use crate::api::extract::{Authed, QueuesRead, QueuesWrite};
+use crate::api::extract::{AuthedQueue, PathId, QueuesRead, QueuesWrite};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{MessageId, RedriveId};
@@ -60,12 +59,7 @@ pub struct StartRedrive {
 }
 
 /// `POST .../queues/{queue_id}/redrive`: starts a task (201).
-pub async fn start(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String)>,
-    body: ApiJson<StartRedrive>,
-) -> ApiResult<HttpResponse> {
+pub async fn start(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<StartRedrive>) -> ApiResult<HttpResponse> {
     let body = body.0;
     let max_messages =
         body.max_messages.map(|n| crate::queue::in_range("max_messages", n, 1, MAX_MESSAGES, "")).transpose()?;
@@ -81,7 +75,7 @@ pub async fn start(
             )));
         }
     }
-    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
+    let queue = at.queue;
     let only: Option<Vec<MessageId>> = match &body.refs {
         None => None,
         Some(refs) => Some(
@@ -89,7 +83,7 @@ pub async fn start(
                 .enumerate()
                 .map(|(i, item)| {
                     // A ref that names no message of this queue is a 404, as an id in a path would be.
-                    state.signer.open_ref(queue.id, &item.reference).ok_or_else(|| {
+                    state.signer.open_ref(queue.id(), &item.reference).ok_or_else(|| {
                         ApiError::new(
                             Kind::NotFound,
                             format!("refs[{i}] names no message of this queue: take refs from its peek"),
@@ -102,8 +96,7 @@ pub async fn start(
     let task = redrive::create(
         &state.pool,
         NewTask {
-            account: queue.account_id,
-            queue: queue.id,
+            queue,
             destination: destination.as_ref().map(|d| d.as_str()),
             only: only.as_deref(),
             max_messages,
@@ -129,37 +122,20 @@ pub async fn start(
 }
 
 /// `GET .../queues/{queue_id}/redrive`: the queue's tasks, newest first.
-pub async fn list(state: Data, auth: Authed<QueuesRead>, path: web::Path<(String, String)>) -> ApiResult<HttpResponse> {
-    let queue = find_queue(&state, auth.account_id(), &path.1).await?;
-    let tasks = redrive::list(&state.pool, queue.account_id, queue.id).await?;
+pub async fn list(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+    let tasks = redrive::list(&state.pool, at.queue).await?;
     Ok(ok(tasks.into_iter().map(TaskView::from).collect::<Vec<_>>()))
 }
 
-fn redrive_id(raw: &str) -> ApiResult<RedriveId> {
-    path_id(raw, Kind::MalformedObjectId)
-}
-
 /// `GET .../queues/{queue_id}/redrive/{redrive_id}`.
-pub async fn get(
-    state: Data,
-    auth: Authed<QueuesRead>,
-    path: web::Path<(String, String, String)>,
-) -> ApiResult<HttpResponse> {
-    let id = redrive_id(&path.2)?;
-    let queue = queue_id(&path.1)?;
-    let task = redrive::get(&state.pool, auth.account_id(), queue, id).await?;
+pub async fn get(state: Data, at: AuthedQueue<QueuesRead>, id: PathId<RedriveId>) -> ApiResult<HttpResponse> {
+    let task = redrive::get(&state.pool, at.queue, id.0).await?;
     Ok(ok(TaskView::from(task.ok_or_else(|| ApiError::not_found("redrive task"))?)))
 }
 
 /// `DELETE .../queues/{queue_id}/redrive/{redrive_id}`: cancels a running task; messages already moved
 /// stay moved. A task that is no longer running is answered as it is.
-pub async fn cancel(
-    state: Data,
-    auth: Authed<QueuesWrite>,
-    path: web::Path<(String, String, String)>,
-) -> ApiResult<HttpResponse> {
-    let id = redrive_id(&path.2)?;
-    let queue = queue_id(&path.1)?;
-    let task = redrive::cancel(&state.pool, auth.account_id(), queue, id).await?;
+pub async fn cancel(state: Data, at: AuthedQueue<QueuesWrite>, id: PathId<RedriveId>) -> ApiResult<HttpResponse> {
+    let task = redrive::cancel(&state.pool, at.queue, id.0).await?;
     Ok(ok(TaskView::from(task.ok_or_else(|| ApiError::not_found("redrive task"))?)))
 }

@@ -7,9 +7,9 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use chrono::{Duration, DurationRound, Utc};
 use serde_json::{json, Value};
 
-use super::envelope::{ok, ok_list, query_pairs, Paging};
-use super::queues::queue_id;
-use crate::api::extract::{Authed, QueuesRead};
+use super::envelope::{ok, ok_list};
+use super::paging::{query_pairs, Paging};
+use crate::api::extract::{Authed, AuthedQueue, QueuesRead};
 use crate::engine::activity::BUCKET_SECONDS;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
@@ -72,21 +72,15 @@ pub async fn all_queues(state: Data, auth: Authed<QueuesRead>, req: HttpRequest)
 }
 
 /// `GET /accounts/{account_id}/queues/{queue_id}/stats`: one queue's counts and its activity series.
-pub async fn one_queue(
-    state: Data,
-    auth: Authed<QueuesRead>,
-    path: web::Path<(String, String)>,
-) -> ApiResult<HttpResponse> {
-    let account = auth.account_id();
-    let id = queue_id(&path.1)?;
-    let this = store::stats::queue_state(&state.pool, account, id).await?.ok_or_else(ApiError::queue_not_found)?;
-    let sources = store::stats::dead_letter_sources(&state.pool, account, &[id]).await?;
+pub async fn one_queue(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+    let this = store::stats::queue_state(&state.pool, at.queue).await?.ok_or_else(ApiError::queue_not_found)?;
+    let sources = store::stats::dead_letter_sources(&state.pool, at.queue.account(), &[at.queue.id()]).await?;
     let mut result = summary(&this, sources_of(&this, &sources));
 
     let bucket = Duration::seconds(BUCKET_SECONDS);
     let now = Utc::now().duration_trunc(bucket).expect("a bucket fits in a timestamp");
     let since = now - Duration::minutes(SERIES_MINUTES) + bucket;
-    let found = store::stats::activity(&state.pool, id, since).await?;
+    let found = store::stats::activity(&state.pool, at.queue, since).await?;
     let counts: HashMap<i64, (i64, i64)> =
         found.iter().map(|b| (b.bucket.timestamp_millis(), (b.published, b.acked))).collect();
     let series: Vec<Value> = (0..SERIES_MINUTES * 60 / BUCKET_SECONDS)

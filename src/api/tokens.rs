@@ -4,9 +4,9 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, path_id, ApiJson, ResultInfo};
+use super::envelope::{ok, ok_list, ApiJson, ResultInfo};
 use super::views::timestamp;
-use crate::api::extract::{Authed, TokenOnly, TokensWrite};
+use crate::api::extract::{Authed, PathId, TokenOnly, TokensWrite};
 use crate::auth::{issue, parse_scopes};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
@@ -70,12 +70,8 @@ pub async fn list(state: Data, auth: Authed<TokensWrite>) -> ApiResult<HttpRespo
     Ok(ok_list(tokens, info))
 }
 
-pub async fn revoke(
-    state: Data,
-    auth: Authed<TokensWrite>,
-    path: web::Path<(String, String)>,
-) -> ApiResult<HttpResponse> {
-    let id: TokenId = path_id(&path.1, Kind::MalformedObjectId)?;
+pub async fn revoke(state: Data, auth: Authed<TokensWrite>, id: PathId<TokenId>) -> ApiResult<HttpResponse> {
+    let id = id.0;
     if !store::tokens::revoke(&state.pool, auth.account_id(), id).await? {
         return Err(ApiError::not_found("token"));
     }

@@ -26,11 +26,12 @@ use tokio::sync::mpsc;
 use crate::engine::delivery::{Answer, Route, RouteSettings};
 use crate::engine::wakeups::Offer;
 use crate::engine::Engine;
-use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
+use crate::ids::{ConsumerId, MessageId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{AckedBatch, HeldSlot, SlotRequest, StoredMessage};
+use crate::store::owned::OwnedQueue;
 use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 use crate::store::{self};
 use client::{Reply, WebhookClient};
@@ -78,8 +79,7 @@ pub struct Dispatcher {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WebhookConsumer {
     pub id: ConsumerId,
-    pub account_id: AccountId,
-    pub queue_id: QueueId,
+    pub queue: OwnedQueue,
     pub queue_name: String,
     pub url: String,
     pub secrets: Vec<String>,
@@ -98,8 +98,7 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
         let retry = store::consumers::retry_policy(row.retry_delay, row.retry_backoff, row.retry_delay_max);
         Self {
             id: row.id,
-            account_id: row.account_id,
-            queue_id: row.queue_id,
+            queue: row.queue(),
             queue_name: row.queue_name,
             url: row.url,
             secrets: std::iter::once(row.signing_secret).chain(row.previous_signing_secret).collect(),
@@ -158,14 +157,14 @@ impl Dispatcher {
             retention_seconds: c.retention_seconds,
             retry: c.retry,
         };
-        self.engine.delivery.route_with(c.account_id, c.queue_id, settings).await
+        self.engine.delivery.route_with(c.queue, settings).await
     }
 
     /// The terms on which `c`'s worker takes messages leased by the publish that stores them: those of
     /// its claim. Only a consumer without a batching wait makes one (a claim would deliver at once).
     fn offer(&self, c: &WebhookConsumer, hand: &mpsc::UnboundedSender<LeasedAtPublish>) -> Option<Offer> {
         let terms = LeaseOffer {
-            queue: c.queue_id,
+            queue: c.queue.id(),
             consumer: c.id,
             max_concurrency: c.max_concurrency,
             lease_ms: self.lease().as_millis() as i64,
@@ -244,14 +243,11 @@ impl Dispatcher {
         outcome
     }
 
-    /// Gives a claimed batch's leases back untouched (shutdown before the receiver answered).
+    /// Gives a batch's leases back untouched (shutdown before the receiver answered, or a batch a publish
+    /// leased that this node cannot deliver now), for any node to claim.
     pub async fn release(&self, c: &WebhookConsumer, leases: &[(MessageId, i32)], slot: Option<i32>) {
-        if let Err(err) = store::messages::release(&self.engine.pool, c.queue_id, leases).await {
-            tracing::warn!(error = %err, "releasing a batch failed; its lease expires by itself");
-        }
-        if let Some(slot) = slot {
-            let _ = store::dispatch::release_slot(&self.engine.pool, c.id, slot).await;
-        }
+        let slot = slot.map(|slot| HeldSlot { consumer: c.id, slot });
+        self.engine.delivery.give_back(c.queue, leases, slot).await;
     }
 
     /// Turns the reply into acks and retries and applies them; true when the batch's slot went back with
@@ -270,18 +266,18 @@ impl Dispatcher {
             })
             .collect();
         if let Some(why) = &failure {
-            tracing::info!(consumer = %c.id, queue = %c.queue_id, messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
+            tracing::info!(consumer = %c.id, queue = %c.queue.id(), messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
         let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
         // Acks alone, the common answer, go with other batches' acks and give the slot back with them.
         if answers.iter().all(|a| a.decision == Decision::Ack) {
             let slot = batch.slot.map(|slot| HeldSlot { consumer: c.id, slot });
             let ids = answers.iter().map(|a| a.id).collect();
-            let acked = AckedBatch { account: c.account_id, queue: c.queue_id, ids, slot };
+            let acked = AckedBatch { queue: c.queue, ids, slot };
             return match self.acks.ack(acked, batch.settle_at_once).await {
                 Ok(Some(gone)) => (Outcome { acked: gone.len(), ..outcome }, true),
                 Ok(None) => {
-                    tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery");
+                    tracing::info!(queue = %c.queue.id(), "the queue was deleted during a delivery");
                     (outcome, true)
                 }
                 Err(err) => {
@@ -290,12 +286,12 @@ impl Dispatcher {
                 }
             };
         }
-        match self.engine.delivery.settle(c.account_id, c.queue_id, Some(&batch.route), &answers, floor).await {
+        match self.engine.delivery.settle(c.queue, Some(&batch.route), &answers, floor).await {
             Ok(Some(settled)) => {
                 outcome.acked = settled.acked.len();
                 outcome.retried = settled.retried.len();
             }
-            Ok(None) => tracing::info!(queue = %c.queue_id, "the queue was deleted during a delivery"),
+            Ok(None) => tracing::info!(queue = %c.queue.id(), "the queue was deleted during a delivery"),
             Err(err) => {
                 tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves")
             }

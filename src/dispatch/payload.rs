@@ -31,7 +31,7 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
                 attempts: m.attempts,
                 content_type: content_type.as_str(),
                 body,
-                lease_id: signer.lease_id(c.queue_id, m.id, m.attempts),
+                lease_id: signer.lease_id(c.queue.id(), m.id, m.attempts),
                 metadata: ExtraMetadata::of(
                     DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
                     m.ordering_key.as_deref(),
@@ -39,7 +39,7 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
             }
         })
         .collect();
-    let delivery = Payload { queue: &c.queue_name, queue_id: c.queue_id, consumer_id: c.id, messages: items };
+    let delivery = Payload { queue: &c.queue_name, queue_id: c.queue.id(), consumer_id: c.id, messages: items };
     (serde_json::to_vec(&delivery).expect("a delivery serializes"), ids)
 }
 

@@ -38,7 +38,7 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
         match dispatcher.consumers().await {
             Ok(active) => {
                 // A queue with messages ready wakes its worker: a wake-up it missed is made good here.
-                let ready: Vec<_> = active.iter().filter(|(_, ready)| *ready).map(|(c, _)| c.queue_id).collect();
+                let ready: Vec<_> = active.iter().filter(|(_, ready)| *ready).map(|(c, _)| c.queue.id()).collect();
                 reconcile(&dispatcher, &mut workers, active.into_iter().map(|(c, _)| c).collect(), &stop);
                 for queue in ready {
                     dispatcher.engine.wakeups.subscribe(queue).notify_one();
@@ -80,7 +80,7 @@ fn reconcile(
             });
             continue;
         }
-        let wake = dispatcher.engine.wakeups.subscribe(consumer.queue_id);
+        let wake = dispatcher.engine.wakeups.subscribe(consumer.queue.id());
         let (config, updates) = watch::channel(consumer.clone());
         let stop = shutdown.child_token();
         let handle = tokio::spawn(work(dispatcher.clone(), updates, wake, stop.clone(), shutdown.clone()));
@@ -118,7 +118,7 @@ async fn work(
     shutdown: CancellationToken,
 ) {
     let mut in_flight = JoinSet::new();
-    let queue = config.borrow().queue_id;
+    let queue = config.borrow().queue.id();
     // Batches that publishes on this node leased for this worker (see `Dispatcher::offer`).
     let (hand, mut handed) = mpsc::unbounded_channel();
     let mut adopted = None;
@@ -211,7 +211,7 @@ async fn take_leased(
     shutdown: &CancellationToken,
     left: Option<Duration>,
 ) -> Result<Next, sqlx::Error> {
-    let Some(place) = dispatcher.in_flight.take(consumer.account_id) else {
+    let Some(place) = dispatcher.in_flight.take(consumer.queue.account()) else {
         give_back(dispatcher, consumer, leased).await;
         return Ok(Next::NodeFull);
     };
@@ -226,13 +226,10 @@ async fn take_leased(
     Ok(Next::Wait(left))
 }
 
-/// Releases a leased batch this worker will not deliver, and wakes the queue's dispatchers on every node.
+/// Gives back a batch a publish leased for this worker that it will not deliver.
 async fn give_back(dispatcher: &Dispatcher, consumer: &WebhookConsumer, leased: LeasedAtPublish) {
     let leases: Vec<_> = leased.messages.iter().map(|m| (m.id, m.attempts)).collect();
     dispatcher.release(consumer, &leases, Some(leased.slot)).await;
-    if let Err(err) = store::messages::wake(&dispatcher.engine.pool, &[leased.queue], true).await {
-        tracing::warn!(error = %err, "waking the dispatchers failed; their timers find the messages");
-    }
 }
 
 async fn next_step(
@@ -246,7 +243,7 @@ async fn next_step(
             return Ok(wait);
         }
     }
-    let Some(place) = dispatcher.in_flight.take(consumer.account_id) else { return Ok(Next::NodeFull) };
+    let Some(place) = dispatcher.in_flight.take(consumer.queue.account()) else { return Ok(Next::NodeFull) };
     let batch = dispatcher.claim(consumer).await?;
     let claimed = batch.messages.len() as i64;
     if claimed > 0 {
@@ -258,7 +255,7 @@ async fn next_step(
     }
     // An empty claim means nothing ready, or every slot taken.
     let ready =
-        store::dispatch::readiness(&dispatcher.engine.pool, consumer.queue_id, consumer.retention_seconds, 1).await?;
+        store::dispatch::readiness(&dispatcher.engine.pool, consumer.queue, consumer.retention_seconds, 1).await?;
     Ok(if ready.ready > 0 { Next::SlotsTaken } else { Next::Wait(until_next(&ready)) })
 }
 
@@ -295,7 +292,7 @@ fn deliver(
 /// The wait until a batch is due, or None when one is due now: `batch_size` messages are ready, or
 /// the first ready one has waited `max_wait_time_ms`.
 async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Next>, sqlx::Error> {
-    let r = store::dispatch::readiness(&dispatcher.engine.pool, c.queue_id, c.retention_seconds, c.batch_size).await?;
+    let r = store::dispatch::readiness(&dispatcher.engine.pool, c.queue, c.retention_seconds, c.batch_size).await?;
     if r.ready == 0 {
         return Ok(Some(Next::Wait(until_next(&r))));
     }

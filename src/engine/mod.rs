@@ -2,15 +2,20 @@
 //! message's lifecycle: publishing with group commit, leasing and settling, long polling and wake-ups,
 //! limits, backlog figures, activity, redrive and the background upkeep.
 
+pub mod ack;
 pub mod activity;
 pub mod background;
 pub mod backlog;
+pub mod consumers;
 pub mod delivery;
 pub mod gauges;
 pub mod limits;
 pub mod maintenance;
 pub mod periodic;
+pub mod publish;
 pub mod publisher;
+pub mod pull;
+pub mod queues;
 pub mod redrive;
 pub mod wakeups;
 
@@ -19,8 +24,10 @@ use std::sync::Arc;
 use sqlx::PgPool;
 
 use crate::auth::Verifier;
+use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::queue::lease::Signer;
+use crate::store::owned::{OwnedQueue, Owners};
 use activity::Activity;
 use backlog::BacklogCache;
 use delivery::Delivery;
@@ -46,6 +53,8 @@ pub struct Engine {
     /// Each account's published messages on this node (`Limits::publish_rate_per_second`).
     pub publish_rate: RateLimiter,
     pub publisher: Publisher,
+    /// Which account owns each queue this node has been asked about.
+    owners: Owners,
 }
 
 impl Engine {
@@ -58,7 +67,7 @@ impl Engine {
         let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
         let wakeups = Arc::new(Wakeups::new(metrics.clone()));
         wakeups.set_max_per_account(limits.max_waiting_pulls);
-        let publisher = Publisher::start(pool.clone(), wakeups.clone());
+        let publisher = Publisher::start(pool.clone(), wakeups.clone(), delivery.clone());
         Ok(Arc::new(Engine {
             verifier: Verifier::new(pool.clone()),
             request_rate: RateLimiter::requests(&limits),
@@ -72,6 +81,12 @@ impl Engine {
             wakeups,
             limits,
             publisher,
+            owners: Owners::default(),
         }))
+    }
+
+    /// The account's queue `queue`, or None when the account has no such queue.
+    pub async fn owned_queue(&self, account: AccountId, queue: QueueId) -> Result<Option<OwnedQueue>, sqlx::Error> {
+        self.owners.resolve(&self.pool, account, queue).await
     }
 }

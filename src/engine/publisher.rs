@@ -35,11 +35,14 @@ use std::time::Instant;
 use sqlx::{Connection, PgConnection, PgPool};
 use tokio::sync::{mpsc, oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::engine::delivery::Delivery;
 use crate::engine::wakeups::Wakeups;
 use crate::error::ApiError;
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages;
+use crate::store::messages::HeldSlot;
+use crate::store::owned::OwnedQueue;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
 use crate::store::publish::{self, LeaseOffer, LeasedAtPublish, Publish, Published};
 
@@ -53,8 +56,7 @@ const CONCURRENT_STATEMENT_MESSAGES: usize = 100;
 const EXPRESS_STATEMENTS: usize = 1;
 
 struct Job {
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     messages: Vec<NewMessage>,
     done: oneshot::Sender<Result<Option<usize>, Arc<sqlx::Error>>>,
 }
@@ -75,9 +77,9 @@ pub enum PublishError {
 impl Publisher {
     /// Starts the collector on `pool`, waking the dispatcher workers of `here` (this node's) in-process
     /// where they claim at once. It stops when every `Publisher` clone is dropped.
-    pub fn start(pool: PgPool, here: Arc<Wakeups>) -> Publisher {
+    pub fn start(pool: PgPool, here: Arc<Wakeups>, delivery: Arc<Delivery>) -> Publisher {
         let (jobs, queue) = mpsc::channel::<Job>(16 * 1024);
-        let wakes = Arc::new(Wakes { here, pool: pool.clone(), queues: SyncMutex::default(), added: Notify::new() });
+        let wakes = Arc::new(Wakes { here, delivery, queues: SyncMutex::default(), added: Notify::new() });
         tokio::spawn(collect(pool.clone(), queue, wakes.clone()));
         tokio::spawn(wake_dispatchers(pool, Arc::downgrade(&wakes)));
         Publisher { jobs }
@@ -85,14 +87,9 @@ impl Publisher {
 
     /// Stores the messages durably and answers how many were duplicates of keys the queue already
     /// held (not stored). Ok(None): the account has no such queue.
-    pub async fn publish(
-        &self,
-        account: AccountId,
-        queue: QueueId,
-        messages: Vec<NewMessage>,
-    ) -> Result<Option<usize>, PublishError> {
+    pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> Result<Option<usize>, PublishError> {
         let (done, answer) = oneshot::channel();
-        self.jobs.send(Job { account, queue, messages, done }).await.map_err(|_| PublishError::Stopped)?;
+        self.jobs.send(Job { queue, messages, done }).await.map_err(|_| PublishError::Stopped)?;
         Ok(answer.await.map_err(|_| PublishError::Stopped)??)
     }
 }
@@ -139,7 +136,7 @@ impl Batch {
     }
 
     fn accounts(&self) -> impl Iterator<Item = AccountId> + '_ {
-        self.jobs.iter().map(|j| j.account)
+        self.jobs.iter().map(|j| j.queue.account())
     }
 }
 
@@ -192,8 +189,9 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
             // Small publishes of accounts with nothing in flight need not wait for other accounts'
             // statements; large ones start statements of their own anyway.
             if let Ok(permit) = express.clone().try_acquire_owned() {
-                let quiet = batch
-                    .split_off(|job| job.messages.len() < CONCURRENT_STATEMENT_MESSAGES && !in_flight.has(job.account));
+                let quiet = batch.split_off(|job| {
+                    job.messages.len() < CONCURRENT_STATEMENT_MESSAGES && !in_flight.has(job.queue.account())
+                });
                 if quiet.jobs.is_empty() {
                     drop(permit);
                 } else {
@@ -275,8 +273,8 @@ impl Connections {
 /// Stores a batch with one statement and answers each of its publishes.
 async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let publishes: Vec<Publish<'_>> =
-        batch.jobs.iter().map(|j| Publish { account: j.account, queue: j.queue, messages: &j.messages }).collect();
-    let offers = wakes.here.offers(batch.jobs.iter().map(|j| j.queue));
+        batch.jobs.iter().map(|j| Publish { queue: j.queue, messages: &j.messages }).collect();
+    let offers = wakes.here.offers(batch.jobs.iter().map(|j| j.queue.id()));
     let outcome = connections.publish(&publishes, &offers).await.map_err(Arc::new);
     drop(publishes);
     let mut unhanded = Vec::new();
@@ -286,14 +284,16 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     });
     // Before the answers, which a stopping node waits for: so they are given back before its pool closes.
     for batch in unhanded {
-        give_back(&wakes.pool, batch).await;
+        let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
+        let slot = HeldSlot { consumer: batch.consumer, slot: batch.slot };
+        wakes.delivery.give_back(batch.queue, &leases, Some(slot)).await;
     }
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {
             Ok(published) => Ok(published
                 .stored
                 .iter()
-                .any(|s| s.queue == job.queue)
+                .any(|s| s.queue == job.queue.id())
                 .then(|| published.duplicates.get(index).copied().unwrap_or(0))),
             Err(err) => Err(err.clone()),
         };
@@ -304,14 +304,14 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
 /// Queues with new messages whose dispatchers and pulls on every node have not been woken yet.
 struct Wakes {
     here: Arc<Wakeups>,
-    pool: PgPool,
+    delivery: Arc<Delivery>,
     queues: SyncMutex<HashSet<QueueId>>,
     added: Notify,
 }
 
 impl Wakes {
     /// Hands the messages the publish leased to the workers that offered to take them (returning those
-    /// whose worker has stopped meanwhile, for `give_back`), and wakes this node's worker of each other
+    /// whose worker has stopped meanwhile, to be given back), and wakes this node's worker of each other
     /// queue stored to where it claims at once; the others, and queues that long-polling pulls wait on,
     /// are left for `NOTIFY`.
     fn after_commit(&self, published: &mut Published) -> Vec<LeasedAtPublish> {
@@ -334,21 +334,6 @@ impl Wakes {
         if waiting.len() > before {
             self.added.notify_one();
         }
-    }
-}
-
-/// Messages leased for a worker that stopped before they were handed to it: back to the queue, with
-/// their slot, and the dispatchers of every node woken for them. Should this fail, their lease and the
-/// slot's hold expire by themselves, as after a crash.
-async fn give_back(pool: &PgPool, batch: LeasedAtPublish) {
-    let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
-    let given_back = async {
-        messages::release(pool, batch.queue, &leases).await?;
-        crate::store::dispatch::release_slot(pool, batch.consumer, batch.slot).await?;
-        messages::wake(pool, &[batch.queue], true).await
-    };
-    if let Err(err) = given_back.await {
-        tracing::warn!(error = %err, "giving back messages leased for a stopped worker failed; their lease expires");
     }
 }
 
@@ -385,7 +370,7 @@ mod tests {
 
     fn job(account: AccountId) -> Job {
         let (done, _) = oneshot::channel();
-        Job { account, queue: QueueId::new(), messages: Vec::new(), done }
+        Job { queue: OwnedQueue::for_tests(account, QueueId::new()), messages: Vec::new(), done }
     }
 
     #[test]
@@ -413,7 +398,7 @@ mod tests {
         for account in [busy, quiet, busy, quiet] {
             batch.push(job(account));
         }
-        let taken = batch.split_off(|job| job.account == quiet);
+        let taken = batch.split_off(|job| job.queue.account() == quiet);
         assert!(taken.accounts().all(|a| a == quiet) && taken.jobs.len() == 2);
         assert!(batch.accounts().all(|a| a == busy) && batch.jobs.len() == 2);
     }

@@ -7,6 +7,7 @@ use super::{is_foreign_key_violation, violated_constraint, StoreError};
 use crate::ids::{AccountId, ConsumerId, QueueId};
 use crate::queue::consumer::{Backoff, ConsumerKind, ConsumerSettings, RetryPolicy};
 use crate::queue::settings::MAX_DELAY_SECONDS;
+use crate::store::owned::OwnedQueue;
 
 const COLUMNS: &str = "c.id, c.account_id, c.queue_id, q.name as queue_name, c.kind, c.dead_letter_queue, \
                        c.batch_size, c.max_retries, c.retry_delay, c.max_wait_time_ms, c.max_concurrency, \
@@ -65,8 +66,7 @@ pub struct ConsumerSpec<'a> {
 
 pub async fn create(
     pool: &PgPool,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     spec: &ConsumerSpec<'_>,
     signing_secret: Option<&str>,
 ) -> Result<ConsumerRow, StoreError> {
@@ -79,8 +79,8 @@ pub async fn create(
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
     )
     .bind(id)
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(spec.kind)
     .bind(spec.dead_letter_queue)
     .bind(s.batch_size as i32)
@@ -100,7 +100,7 @@ pub async fn create(
         _ if is_foreign_key_violation(&e) => StoreError::QueueGone,
         _ => e.into(),
     })?;
-    get(pool, account, queue, id).await?.ok_or(StoreError::QueueGone)
+    get(pool, queue, id).await?.ok_or(StoreError::QueueGone)
 }
 
 /// The stored cap of exponential backoff (null when backoff is constant).
@@ -125,16 +125,15 @@ pub async fn list(
 
 pub async fn get(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     id: ConsumerId,
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
     sqlx::query_as(&format!(
         "select {COLUMNS} from consumers c join queues q on q.id = c.queue_id
          where c.account_id = $1 and c.queue_id = $2 and c.id = $3"
     ))
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(id)
     .fetch_optional(db)
     .await
@@ -142,8 +141,7 @@ pub async fn get(
 
 pub async fn update(
     pool: &PgPool,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     id: ConsumerId,
     spec: &ConsumerSpec<'_>,
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
@@ -154,8 +152,8 @@ pub async fn update(
              url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13
          where account_id = $1 and queue_id = $2 and id = $3",
     )
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(id)
     .bind(spec.dead_letter_queue)
     .bind(s.batch_size as i32)
@@ -172,18 +170,13 @@ pub async fn update(
     if updated.rows_affected() == 0 {
         return Ok(None);
     }
-    get(pool, account, queue, id).await
+    get(pool, queue, id).await
 }
 
-pub async fn delete(
-    db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
-    id: ConsumerId,
-) -> Result<bool, sqlx::Error> {
+pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, id: ConsumerId) -> Result<bool, sqlx::Error> {
     let done = sqlx::query("delete from consumers where account_id = $1 and queue_id = $2 and id = $3")
-        .bind(account)
-        .bind(queue)
+        .bind(queue.account())
+        .bind(queue.id())
         .bind(id)
         .execute(db)
         .await?;
@@ -213,8 +206,7 @@ pub struct ConsumerFields {
 
 pub async fn delivery_target(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
 ) -> Result<Option<DeliveryTarget>, sqlx::Error> {
     let row: Option<DeliveryTargetRow> = sqlx::query_as(
         "select q.id as queue_id, q.delivery_paused, q.message_retention_period, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
@@ -225,8 +217,8 @@ pub async fn delivery_target(
          left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue and d.id <> q.id
          where q.account_id = $1 and q.id = $2",
     )
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .fetch_optional(db)
     .await?;
     Ok(row.map(DeliveryTargetRow::into_target))
@@ -277,8 +269,7 @@ impl DeliveryTargetRow {
 /// False when the account has no such webhook consumer.
 pub async fn rotate_secret(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     id: ConsumerId,
     new_secret: &str,
     grace_seconds: i64,
@@ -289,8 +280,8 @@ pub async fn rotate_secret(
              signing_secret = $4
          where account_id = $1 and queue_id = $2 and id = $3 and kind = 'webhook'",
     )
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(id)
     .bind(new_secret)
     .bind(grace_seconds as f64)

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
 use crate::ids::{AccountId, ConsumerId, QueueId};
+use crate::store::owned::OwnedQueue;
 
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
 pub struct WebhookConsumerRow {
@@ -29,6 +30,13 @@ pub struct WebhookConsumerRow {
     pub retry_delay: i32,
     pub retry_backoff: crate::queue::consumer::Backoff,
     pub retry_delay_max: Option<i32>,
+}
+
+impl WebhookConsumerRow {
+    /// The consumer's queue, as the row names it with its account.
+    pub fn queue(&self) -> OwnedQueue {
+        OwnedQueue::vouched(self.account_id, self.queue_id)
+    }
 }
 
 /// A webhook consumer as the dispatcher's full read finds it, with whether its queue has a message
@@ -98,7 +106,7 @@ pub struct Readiness {
 
 pub async fn readiness(
     db: impl PgExecutor<'_>,
-    queue: QueueId,
+    queue: OwnedQueue,
     retention_seconds: i64,
     batch_size: i64,
 ) -> Result<Readiness, sqlx::Error> {
@@ -115,7 +123,7 @@ pub async fn readiness(
                  where queue_id = $1 and available_at > now() and available_at < 'infinity') as next_at,
                 now() as now",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(retention_seconds as f64)
     .bind(batch_size)
     .fetch_one(db)

@@ -7,7 +7,8 @@
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
-use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
+use crate::ids::{ConsumerId, MessageId, QueueId};
+use crate::store::owned::OwnedQueue;
 
 /// A message handed out by a claim or a peek.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -113,7 +114,7 @@ pub struct HeldSlot {
 /// How a queue's messages are claimed.
 #[derive(Debug, Clone, Copy)]
 pub struct ClaimSpec {
-    pub queue: QueueId,
+    pub queue: OwnedQueue,
     pub dead_letter_queue: Option<QueueId>,
     pub max_deliveries: i32,
     /// Messages older than this are past retention: never delivered, deleted by the sweep.
@@ -203,7 +204,7 @@ pub async fn claim(
 ) -> Result<Claim, sqlx::Error> {
     let statement = if slot.is_some() { CLAIM_FOR_WEBHOOK } else { CLAIM_FOR_PULL };
     let query = sqlx::query_as::<_, ClaimRow>(statement)
-        .bind(spec.queue)
+        .bind(spec.queue.id())
         .bind(spec.max_deliveries)
         .bind(limit)
         .bind(visibility_timeout_ms as f64)
@@ -252,7 +253,7 @@ pub async fn dead_letter(db: impl PgExecutor<'_>, spec: ClaimSpec, ids: &[Messag
         "
          select id from exhausted"
     ))
-    .bind(spec.queue)
+    .bind(spec.queue.id())
     .bind(spec.dead_letter_queue)
     .bind(spec.max_deliveries)
     .bind(ids)
@@ -303,7 +304,7 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
         "
          select id, false from retried union all select id, true from exhausted"
     ))
-    .bind(spec.queue)
+    .bind(spec.queue.id())
     .bind(spec.dead_letter_queue)
     .bind(spec.max_deliveries)
     .bind(&ids)
@@ -333,8 +334,7 @@ pub struct Extension {
 /// extended, as (message, delivery). Each (message, delivery) must be given once.
 pub async fn extend(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     extensions: &[Extension],
 ) -> Result<Option<Vec<(MessageId, i32)>>, sqlx::Error> {
     let ids: Vec<MessageId> = extensions.iter().map(|e| e.id).collect();
@@ -349,8 +349,8 @@ pub async fn extend(
              returning m.id, m.attempts)
          select e.id, e.attempts from target t left join extended e on true",
     )
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(&ids)
     .bind(&attempts)
     .bind(&timeouts)
@@ -365,7 +365,11 @@ pub async fn extend(
 
 /// Gives back leases that were never used (a delivery abandoned at shutdown): the messages are available
 /// at once and the abandoned delivery does not count against their retries.
-pub async fn release(db: impl PgExecutor<'_>, queue: QueueId, leases: &[(MessageId, i32)]) -> Result<u64, sqlx::Error> {
+pub async fn release(
+    db: impl PgExecutor<'_>,
+    queue: OwnedQueue,
+    leases: &[(MessageId, i32)],
+) -> Result<u64, sqlx::Error> {
     let ids: Vec<MessageId> = leases.iter().map(|(id, _)| *id).collect();
     let attempts: Vec<i32> = leases.iter().map(|(_, a)| *a).collect();
     let done = sqlx::query(
@@ -373,7 +377,7 @@ pub async fn release(db: impl PgExecutor<'_>, queue: QueueId, leases: &[(Message
          from unnest($2::uuid[], $3::int4[]) as r(id, attempt)
          where m.queue_id = $1 and m.id = r.id and m.attempts = r.attempt and m.leased",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(&ids)
     .bind(&attempts)
     .execute(db)
@@ -384,7 +388,7 @@ pub async fn release(db: impl PgExecutor<'_>, queue: QueueId, leases: &[(Message
 /// The first messages in delivery order, without leasing them.
 pub async fn peek(
     db: impl PgExecutor<'_>,
-    queue: QueueId,
+    queue: OwnedQueue,
     retention_seconds: i64,
     limit: i64,
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
@@ -397,7 +401,7 @@ pub async fn peek(
          order by m.available_at, m.id
          limit $2",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(limit)
     .bind(retention_seconds as f64)
     .fetch_all(db)
@@ -447,7 +451,7 @@ pub async fn wait_on(pool: &PgPool, queue: QueueId, seconds: i64) -> Result<(), 
 /// long-polling pull's timer). Walks the claim index from now on.
 pub async fn next_visible_in_ms(
     db: impl PgExecutor<'_>,
-    queue: QueueId,
+    queue: OwnedQueue,
     retention_seconds: i64,
 ) -> Result<Option<i64>, sqlx::Error> {
     sqlx::query_scalar(
@@ -455,7 +459,7 @@ pub async fn next_visible_in_ms(
          where queue_id = $1 and available_at > now() and available_at < 'infinity'
            and published_at > now() - make_interval(secs => $2)",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(retention_seconds as f64)
     .fetch_one(db)
     .await
@@ -467,7 +471,7 @@ pub async fn next_visible_in_ms(
 /// rows reach a delete in the order of the scan. Only acks, retries or purges of the
 /// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
 /// it applies, and its caller gets a 503 to retry (see `error.rs`).
-pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
+pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
     let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
         "with gone as (
              delete from messages m where queue_id = $1 and id = any($2)
@@ -475,7 +479,7 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: QueueId, ids: &[MessageId]) 
               bodies as (delete from message_bodies b using gone where b.id = gone.id)
          select id, size, keyed from gone",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(ids)
     .fetch_all(db)
     .await?;
@@ -492,12 +496,7 @@ pub struct Acked {
 /// Deletes acked messages of the account's queue in one statement that also checks the queue is the
 /// account's, so an ack costs one round trip, not a look-up of the queue and then a delete.
 /// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
-pub async fn ack(
-    db: impl PgExecutor<'_>,
-    account: AccountId,
-    queue: QueueId,
-    ids: &[MessageId],
-) -> Result<Option<Acked>, sqlx::Error> {
+pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) -> Result<Option<Acked>, sqlx::Error> {
     type Row = (Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>, Option<bool>);
     let rows: Vec<Row> = sqlx::query_as(
         "with target as (
@@ -509,8 +508,8 @@ pub async fn ack(
          bodies as (delete from message_bodies b using gone where b.id = gone.id)
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(ids)
     .fetch_all(db)
     .await?;
@@ -524,8 +523,7 @@ pub async fn ack(
 /// A webhook batch answered with acks alone: its messages, and the dispatch slot it holds.
 #[derive(Debug, Clone)]
 pub struct AckedBatch {
-    pub account: AccountId,
-    pub queue: QueueId,
+    pub queue: OwnedQueue,
     pub ids: Vec<MessageId>,
     pub slot: Option<HeldSlot>,
 }
@@ -542,8 +540,8 @@ pub async fn ack_batches(
     let mut ids = Vec::new();
     for batch in batches {
         for id in &batch.ids {
-            accounts.push(batch.account);
-            queues.push(batch.queue);
+            accounts.push(batch.queue.account());
+            queues.push(batch.queue.id());
             ids.push(*id);
         }
     }
@@ -619,7 +617,7 @@ impl FromIterator<(MessageId, i32, bool)> for Deleted {
 }
 
 /// Deletes every message of a queue (queue deletion and purge), locking in id order as retries do.
-pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
+pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with doomed as (select id from messages where queue_id = $1 order by id for update),
               gone as (delete from messages m using doomed d where m.id = d.id returning m.id)
@@ -632,7 +630,8 @@ pub async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, 
 }
 
 /// Deletes up to `limit` of the queue's messages that are older than its retention period (delivered or
-/// not), or all of them if the queue no longer exists. Returns how many went.
+/// not), or all of them if the queue no longer exists. Returns how many went. The retention sweep's, across
+/// accounts: it answers no tenant.
 pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with expired as (

@@ -23,6 +23,12 @@ impl OwnedQueue {
         OwnedQueue { account, queue }
     }
 
+    /// A pair for the unit tests of the layers above, which have no database to vouch for it.
+    #[cfg(test)]
+    pub fn for_tests(account: AccountId, queue: QueueId) -> Self {
+        OwnedQueue { account, queue }
+    }
+
     pub fn account(&self) -> AccountId {
         self.account
     }
@@ -70,5 +76,10 @@ impl Owners {
             }
         };
         Ok((owner == Some(account)).then(|| OwnedQueue::vouched(account, queue)))
+    }
+
+    /// Forgets a queue this node deleted, so that its next request here is a 404 without a statement.
+    pub fn forget(&self, queue: QueueId) {
+        self.known.lock().expect("owners lock").remove(&queue);
     }
 }

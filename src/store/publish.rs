@@ -7,6 +7,7 @@ use sqlx::{PgConnection, PgExecutor};
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages::StoredMessage;
+use crate::store::owned::OwnedQueue;
 
 /// A queue that took its messages, and who needs waking for them.
 #[derive(Debug, Clone, Copy)]
@@ -34,7 +35,7 @@ pub struct LeaseOffer {
 /// Messages a publish stored leased to an offering worker, holding one of its consumer's dispatch slots.
 #[derive(Debug)]
 pub struct LeasedAtPublish {
-    pub queue: QueueId,
+    pub queue: OwnedQueue,
     pub consumer: ConsumerId,
     pub slot: i32,
     pub messages: Vec<StoredMessage>,
@@ -53,8 +54,7 @@ pub struct Published {
 
 /// A publish of one or more messages to one queue, as the group-commit writer collects them.
 pub struct Publish<'a> {
-    pub account: AccountId,
-    pub queue: QueueId,
+    pub queue: OwnedQueue,
     pub messages: &'a [NewMessage],
 }
 
@@ -329,7 +329,7 @@ pub async fn publish(
     publishes: &[Publish<'_>],
     offers: &[LeaseOffer],
 ) -> Result<Published, sqlx::Error> {
-    let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue, p.account)).collect();
+    let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue.id(), p.queue.account())).collect();
     targets.sort_by_key(|(q, a)| (q.0, a.0));
     targets.dedup();
     let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
@@ -345,7 +345,7 @@ pub async fn publish(
     for p in publishes {
         for m in p.messages {
             ids.push(MessageId::new());
-            queues.push(p.queue);
+            queues.push(p.queue.id());
             types.push(m.content_type.code());
             bodies.push(m.body.as_ref());
             delays.push(m.delay_seconds);
@@ -354,7 +354,7 @@ pub async fn publish(
             if keyed {
                 let key = m.idempotency_key.as_ref().map(|k| k.as_str());
                 message_keys.push(key);
-                keys.extend(key.map(|key| (p.queue, key, firsts.len())));
+                keys.extend(key.map(|key| (p.queue.id(), key, firsts.len())));
                 firsts.push(true);
             }
         }
@@ -441,9 +441,10 @@ pub async fn publish(
     if !leased.is_empty() {
         published.leased = leased_batches(publishes, &ids, offers, &leased, &mut secrets);
         for stored in &mut published.stored {
-            let taken: usize = publishes.iter().filter(|p| p.queue == stored.queue).map(|p| p.messages.len()).sum();
+            let taken: usize =
+                publishes.iter().filter(|p| p.queue.id() == stored.queue).map(|p| p.messages.len()).sum();
             let leased: usize =
-                published.leased.iter().filter(|b| b.queue == stored.queue).map(|b| b.messages.len()).sum();
+                published.leased.iter().filter(|b| b.queue.id() == stored.queue).map(|b| b.messages.len()).sum();
             stored.all_leased = leased == taken;
         }
     }
@@ -469,7 +470,7 @@ fn leased_batches(
     for p in publishes {
         for (m, id) in p.messages.iter().zip(id.by_ref()) {
             let Some(&(slot, published_at)) = leased.get(id) else { continue };
-            let Some(offer) = offers.iter().find(|o| o.queue == p.queue) else { continue };
+            let Some(offer) = offers.iter().find(|o| o.queue == p.queue.id()) else { continue };
             let message = StoredMessage {
                 id: *id,
                 attempts: 1,
@@ -487,7 +488,7 @@ fn leased_batches(
                     consumer: offer.consumer,
                     slot,
                     messages: vec![message],
-                    secrets: secrets.remove(&p.queue).unwrap_or_default(),
+                    secrets: secrets.remove(&p.queue.id()).unwrap_or_default(),
                 }),
             }
         }

@@ -6,6 +6,7 @@ use sqlx::{PgExecutor, PgPool};
 use super::{violated_constraint, StoreError};
 use crate::ids::{AccountId, QueueId};
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings};
+use crate::store::owned::OwnedQueue;
 
 const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
                        created_at, modified_at, purge_started_at, purge_completed, jurisdiction, idempotency_window";
@@ -98,10 +99,10 @@ pub async fn count(db: impl PgExecutor<'_>, account: AccountId) -> Result<i64, s
     sqlx::query_scalar("select count(*) from queues where account_id = $1").bind(account).fetch_one(db).await
 }
 
-pub async fn get(db: impl PgExecutor<'_>, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
+pub async fn get(db: impl PgExecutor<'_>, queue: OwnedQueue) -> Result<Option<QueueRow>, sqlx::Error> {
     sqlx::query_as(&format!("select {COLUMNS} from queues where account_id = $1 and id = $2"))
-        .bind(account)
-        .bind(id)
+        .bind(queue.account())
+        .bind(queue.id())
         .fetch_optional(db)
         .await
 }
@@ -134,8 +135,7 @@ pub async fn list(
 
 pub async fn update(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    id: QueueId,
+    queue: OwnedQueue,
     name: &QueueName,
     settings: QueueSettings,
 ) -> Result<Option<QueueRow>, StoreError> {
@@ -144,8 +144,8 @@ pub async fn update(
                 message_retention_period = $6, idempotency_window = $7, modified_at = now()
          where account_id = $1 and id = $2 returning {COLUMNS}"
     ))
-    .bind(account)
-    .bind(id)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(name.as_str())
     .bind(settings.delivery_delay as i32)
     .bind(settings.delivery_paused)
@@ -157,10 +157,11 @@ pub async fn update(
 }
 
 /// Deletes the queue, its consumer and its messages in one transaction; false if there was none.
-pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bool, sqlx::Error> {
+pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Error> {
+    let id = queue.id();
     let mut tx = pool.begin().await?;
     let deleted = sqlx::query("delete from queues where account_id = $1 and id = $2")
-        .bind(account)
+        .bind(queue.account())
         .bind(id)
         .execute(&mut *tx)
         .await?;
@@ -175,13 +176,14 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: QueueId) -> Result<bo
 
 /// Deletes every message of the queue, forgets its idempotency keys (a purge starts the queue afresh)
 /// and records the purge; None if there is no such queue.
-pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Option<QueueRow>, sqlx::Error> {
+pub async fn purge(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueRow>, sqlx::Error> {
+    let id = queue.id();
     let mut tx = pool.begin().await?;
     let row: Option<QueueRow> = sqlx::query_as(&format!(
         "update queues set purge_started_at = now(), purge_completed = true
          where account_id = $1 and id = $2 returning {COLUMNS}"
     ))
-    .bind(account)
+    .bind(queue.account())
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
@@ -198,8 +200,7 @@ pub async fn purge(pool: &PgPool, account: AccountId, id: QueueId) -> Result<Opt
 /// or when the name is now the queue's own (it was renamed), which would loop messages forever.
 pub async fn dead_letter_target(
     pool: &PgPool,
-    account: AccountId,
-    queue: QueueId,
+    queue: OwnedQueue,
     name: &str,
     known: Option<QueueId>,
 ) -> Result<Option<QueueId>, sqlx::Error> {
@@ -207,6 +208,6 @@ pub async fn dead_letter_target(
         return Ok(known);
     }
     let Ok(name) = QueueName::parse("dead_letter_queue", name) else { return Ok(None) };
-    let id = ensure(pool, account, &name).await?;
-    Ok(Some(id).filter(|id| *id != queue))
+    let id = ensure(pool, queue.account(), &name).await?;
+    Ok(Some(id).filter(|id| *id != queue.id()))
 }

@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use crate::ids::{AccountId, MessageId, QueueId, RedriveId};
+use crate::ids::{MessageId, QueueId, RedriveId};
+use crate::store::owned::OwnedQueue;
 
 /// A redrive task as its owner sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
@@ -25,8 +26,7 @@ const COLUMNS: &str = "id, queue_id, destination_queue, status, moved, total, er
 
 /// What a new task asks for.
 pub struct NewTask<'a> {
-    pub account: AccountId,
-    pub queue: QueueId,
+    pub queue: OwnedQueue,
     /// By name; None: each message's source queue.
     pub destination: Option<&'a str>,
     /// Only these messages; None: every message of the queue.
@@ -55,14 +55,14 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
         None => None,
         Some(name) => Some(
             sqlx::query_scalar("select id from queues where account_id = $1 and name = $2 for key share")
-                .bind(new.account)
+                .bind(new.queue.account())
                 .bind(name)
                 .fetch_optional(&mut *tx)
                 .await?
                 .ok_or(CreateError::NoDestination)?,
         ),
     };
-    if destination == Some(new.queue) {
+    if destination == Some(new.queue.id()) {
         return Err(CreateError::SameQueue);
     }
     let id = RedriveId::new();
@@ -71,8 +71,8 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
          values ($1, $2, $3, $4, $5, $6)",
     )
     .bind(id)
-    .bind(new.account)
-    .bind(new.queue)
+    .bind(new.queue.account())
+    .bind(new.queue.id())
     .bind(destination)
     .bind(new.destination)
     .bind(new.rate_per_second)
@@ -99,7 +99,7 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
          returning {COLUMNS}"
     ))
     .bind(id)
-    .bind(new.queue)
+    .bind(new.queue.id())
     .bind(new.only)
     .bind(new.max_messages)
     .fetch_one(&mut *tx)
@@ -109,25 +109,20 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
 }
 
 /// The queue's tasks, newest first.
-pub async fn list(pool: &PgPool, account: AccountId, queue: QueueId) -> Result<Vec<RedriveTask>, sqlx::Error> {
+pub async fn list(pool: &PgPool, queue: OwnedQueue) -> Result<Vec<RedriveTask>, sqlx::Error> {
     sqlx::query_as(&format!(
         "select {COLUMNS} from redrive_tasks where account_id = $1 and queue_id = $2 order by started_at desc, id desc"
     ))
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .fetch_all(pool)
     .await
 }
 
-pub async fn get(
-    pool: &PgPool,
-    account: AccountId,
-    queue: QueueId,
-    id: RedriveId,
-) -> Result<Option<RedriveTask>, sqlx::Error> {
+pub async fn get(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<Option<RedriveTask>, sqlx::Error> {
     sqlx::query_as(&format!("select {COLUMNS} from redrive_tasks where account_id = $1 and queue_id = $2 and id = $3"))
-        .bind(account)
-        .bind(queue)
+        .bind(queue.account())
+        .bind(queue.id())
         .bind(id)
         .fetch_optional(pool)
         .await
@@ -135,20 +130,15 @@ pub async fn get(
 
 /// Cancels a running task (messages already moved stay moved) and forgets the messages it had left;
 /// a task that is not running is returned as it is. Waits for a batch in progress, which holds the row.
-pub async fn cancel(
-    pool: &PgPool,
-    account: AccountId,
-    queue: QueueId,
-    id: RedriveId,
-) -> Result<Option<RedriveTask>, sqlx::Error> {
+pub async fn cancel(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<Option<RedriveTask>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let cancelled: Option<RedriveTask> = sqlx::query_as(&format!(
         "update redrive_tasks set status = 'cancelled', finished_at = now(), lease_token = null
          where account_id = $1 and queue_id = $2 and id = $3 and status = 'running'
          returning {COLUMNS}"
     ))
-    .bind(account)
-    .bind(queue)
+    .bind(queue.account())
+    .bind(queue.id())
     .bind(id)
     .fetch_optional(&mut *tx)
     .await?;
@@ -158,7 +148,7 @@ pub async fn cancel(
     tx.commit().await?;
     match cancelled {
         Some(task) => Ok(Some(task)),
-        None => get(pool, account, queue, id).await,
+        None => get(pool, queue, id).await,
     }
 }
 

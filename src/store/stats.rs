@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::ids::{AccountId, QueueId};
+use crate::store::owned::OwnedQueue;
 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct QueueState {
@@ -77,9 +78,9 @@ pub async fn queue_page(
 }
 
 /// One queue's counts, if the account has it.
-pub async fn queue_state(pool: &PgPool, account: AccountId, queue: QueueId) -> Result<Option<QueueState>, sqlx::Error> {
+pub async fn queue_state(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueState>, sqlx::Error> {
     let chosen = "select id, account_id, name from queues where account_id = $1 and id = $2";
-    sqlx::query_as(&states_of(chosen)).bind(account).bind(queue).fetch_optional(pool).await
+    sqlx::query_as(&states_of(chosen)).bind(queue.account()).bind(queue.id()).fetch_optional(pool).await
 }
 
 /// A queue that dead-letters into one of the given queues: named by its consumer (`messages` 0) or
@@ -130,11 +131,15 @@ pub struct ActivityBucket {
 }
 
 /// The queue's activity buckets since `since`, oldest first.
-pub async fn activity(pool: &PgPool, queue: QueueId, since: DateTime<Utc>) -> Result<Vec<ActivityBucket>, sqlx::Error> {
+pub async fn activity(
+    pool: &PgPool,
+    queue: OwnedQueue,
+    since: DateTime<Utc>,
+) -> Result<Vec<ActivityBucket>, sqlx::Error> {
     sqlx::query_as(
         "select bucket, published, acked from queue_activity where queue_id = $1 and bucket >= $2 order by bucket",
     )
-    .bind(queue)
+    .bind(queue.id())
     .bind(since)
     .fetch_all(pool)
     .await

@@ -72,7 +72,8 @@ async fn released_leases_make_their_messages_deliverable_at_once(pool: PgPool) {
     app.publish_texts(&q, &["a"]).await;
     let got = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
     let id: skiplock::ids::MessageId = got[0]["id"].as_str().unwrap().parse().unwrap();
-    let queue: skiplock::ids::QueueId = q.parse().unwrap();
+    let owners = skiplock::store::owned::Owners::default();
+    let queue = owners.resolve(&pool, app.account, q.parse().unwrap()).await.unwrap().expect("the account's queue");
     let attempts = got[0]["attempts"].as_i64().unwrap() as i32;
     assert_eq!(skiplock::store::messages::release(&pool, queue, &[(id, attempts)]).await.unwrap(), 1);
     let again = app.pull(&q, json!({})).await;

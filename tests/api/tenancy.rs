@@ -276,12 +276,13 @@ async fn every_page_of_the_lists_shows_only_the_accounts_own_queues(pool: PgPool
     assert_eq!(victim.body["result_info"]["total_count"], 6);
 }
 
-/// Webhook acks of many batches go in one statement (`dispatch/acks.rs`): each batch deletes only from
-/// its own queue, and only when the queue is its account's, even beside a batch of that account.
+/// The store's queue functions take an `OwnedQueue`, which only the queue's own account gets; webhook
+/// acks of many batches go in one statement (`dispatch/acks.rs`), each deleting only from its own queue.
 #[sqlx::test]
-async fn grouped_webhook_acks_delete_only_each_batchs_own_accounts_messages(pool: PgPool) {
+async fn only_its_account_owns_a_queue_and_grouped_acks_delete_from_their_own_queue(pool: PgPool) {
     use skiplock::ids::{MessageId, QueueId};
     use skiplock::store::messages::{ack_batches, AckedBatch};
+    use skiplock::store::owned::Owners;
     use std::str::FromStr;
     let app = spawn_app(pool.clone()).await;
     let queue = app.pull_queue("theirs", json!({})).await;
@@ -290,9 +291,16 @@ async fn grouped_webhook_acks_delete_only_each_batchs_own_accounts_messages(pool
         sqlx::query_scalar("select id from messages order by published_at, id").fetch_all(&pool).await.unwrap();
     let (mallory, _) = new_account(&pool, "mallory", &Scope::ALL).await;
     let queue_id = QueueId::from_str(&queue).unwrap();
-    let batch = |account, ids: &[MessageId]| AckedBatch { account, queue: queue_id, ids: ids.to_vec(), slot: None };
-    let found = ack_batches(&pool, &[batch(mallory, &ids[..1]), batch(app.account, &ids[1..])]).await.unwrap();
-    assert_eq!(found.len(), 1, "only the owner's queue is found");
-    assert_eq!(found[0].1.ids, vec![ids[1]], "only the owner's batch deleted its message");
-    assert_eq!(app.backlog(&queue).await, 1, "mallory's ack of the other message deleted nothing");
+    let owners = Owners::default();
+    assert!(owners.resolve(&pool, mallory, queue_id).await.unwrap().is_none(), "mallory gets no hold on the queue");
+    let owned = owners.resolve(&pool, app.account, queue_id).await.unwrap().expect("its account owns it");
+    let other = app.pull_queue("other", json!({})).await;
+    let other = owners.resolve(&pool, app.account, QueueId::from_str(&other).unwrap()).await.unwrap().unwrap();
+    let batch = |queue, ids: &[MessageId]| AckedBatch { queue, ids: ids.to_vec(), slot: None };
+    let found = ack_batches(&pool, &[batch(other, &ids[..1]), batch(owned, &ids[1..])]).await.unwrap();
+    assert_eq!(found.len(), 2, "both queues are found");
+    let of = |q: QueueId| found.iter().find(|(id, _)| *id == q).map(|(_, d)| d.ids.clone()).unwrap();
+    assert_eq!(of(owned.id()), vec![ids[1]], "the queue's own batch deleted its message");
+    assert!(of(other.id()).is_empty(), "a batch naming another queue's message deleted nothing");
+    assert_eq!(app.backlog(&queue).await, 1);
 }

@@ -9,8 +9,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::api::envelope::{ok, ApiJson};
-use crate::api::extract::{Authed, QueuesReadWrite};
-use crate::api::queues::queue_id;
+use crate::api::extract::{AuthedQueue, QueuesReadWrite};
+
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::queue::consumer::MAX_VISIBILITY_TIMEOUT_MS;
@@ -35,11 +35,9 @@ pub struct LeaseExtension {
 
 pub async fn extend(
     state: Data,
-    auth: Authed<QueuesReadWrite>,
-    path: web::Path<(String, String)>,
+    at: AuthedQueue<QueuesReadWrite>,
     body: ApiJson<ExtendRequest>,
 ) -> ApiResult<HttpResponse> {
-    let account = auth.account_id();
     let leases = body.0.leases.ok_or_else(|| {
         ApiError::invalid("leases is required: [{\"lease_id\": ..., \"visibility_timeout_ms\": ...}]")
     })?;
@@ -56,7 +54,7 @@ pub async fn extend(
         let ms = l.visibility_timeout_ms.ok_or_else(|| ApiError::invalid(format!("{field} is required")))?;
         timeouts.push(crate::queue::in_range(&field, ms, 1, MAX_VISIBILITY_TIMEOUT_MS, " ms")?);
     }
-    let queue = queue_id(&path.1)?;
+    let queue = at.queue.id();
     let mut warnings: BTreeMap<&str, &str> = BTreeMap::new();
     let mut wanted: Vec<(Extension, &str)> = Vec::with_capacity(leases.len());
     for (l, ms) in leases.iter().zip(timeouts) {
@@ -72,7 +70,7 @@ pub async fn extend(
     }
     // Called even with no genuine lease, so that a queue the account does not have is a 404.
     let extensions: Vec<Extension> = wanted.iter().map(|(e, _)| *e).collect();
-    let extended = state.delivery.extend(account, queue, &extensions).await?.ok_or_else(ApiError::queue_not_found)?;
+    let extended = state.delivery.extend(at.queue, &extensions).await?.ok_or_else(ApiError::queue_not_found)?;
     let mut counted = HashSet::new();
     for (e, lease_id) in &wanted {
         if !extended.contains(&(e.id, e.attempt)) {

@@ -10,11 +10,12 @@ use sqlx::PgPool;
 
 use crate::engine::activity::Activity;
 use crate::engine::backlog::BacklogCache;
-use crate::ids::{AccountId, QueueId};
+use crate::ids::QueueId;
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{AckedBatch, Claim, ClaimSpec, Extension, Retry, SlotRequest};
+use crate::store::messages::{AckedBatch, Claim, ClaimSpec, Extension, HeldSlot, Retry, SlotRequest};
+use crate::store::owned::OwnedQueue;
 use crate::store::{self};
 
 pub use crate::ids::MessageId;
@@ -26,7 +27,6 @@ const MAX_CLAIMS_PER_LEASE: usize = 10;
 /// its retry delays.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
-    pub account: AccountId,
     pub kind: ConsumerKind,
     pub spec: ClaimSpec,
     pub retry: RetryPolicy,
@@ -34,7 +34,7 @@ pub struct Route {
 
 impl Route {
     pub fn queue(&self) -> QueueId {
-        self.spec.queue
+        self.spec.queue.id()
     }
 }
 
@@ -72,7 +72,7 @@ impl Delivery {
     /// The route of a queue found by `store::consumers::delivery_target`: its consumer's delivery limit
     /// (Cloudflare's default when it has none) and dead-letter queue, made again if it was deleted
     /// since the consumer named it.
-    pub async fn route(&self, account: AccountId, target: &DeliveryTarget) -> Result<Route, sqlx::Error> {
+    pub async fn route(&self, queue: OwnedQueue, target: &DeliveryTarget) -> Result<Route, sqlx::Error> {
         let consumer = target.consumer.as_ref();
         let kind = consumer.map_or(ConsumerKind::HttpPull, |c| c.kind);
         let settings = RouteSettings {
@@ -83,31 +83,21 @@ impl Delivery {
             retention_seconds: target.message_retention_period.into(),
             retry: consumer.map_or(RetryPolicy::constant(0), |c| c.retry),
         };
-        self.route_with(account, target.queue_id, settings).await
+        self.route_with(queue, settings).await
     }
 
     /// The route of a queue whose consumer the caller already holds (the dispatcher's).
-    pub async fn route_with(
-        &self,
-        account: AccountId,
-        queue: QueueId,
-        s: RouteSettings<'_>,
-    ) -> Result<Route, sqlx::Error> {
-        let dead_letter_queue = store::queues::dead_letter_target(
-            &self.pool,
-            account,
-            queue,
-            s.dead_letter_queue,
-            s.known_dead_letter_queue,
-        )
-        .await?;
+    pub async fn route_with(&self, queue: OwnedQueue, s: RouteSettings<'_>) -> Result<Route, sqlx::Error> {
+        let dead_letter_queue =
+            store::queues::dead_letter_target(&self.pool, queue, s.dead_letter_queue, s.known_dead_letter_queue)
+                .await?;
         let spec = ClaimSpec {
             queue,
             dead_letter_queue,
             max_deliveries: s.max_retries + 1,
             retention_seconds: s.retention_seconds,
         };
-        Ok(Route { account, kind: s.kind, spec, retry: s.retry })
+        Ok(Route { kind: s.kind, spec, retry: s.retry })
     }
 
     /// Leases up to `limit` messages for `visibility_ms`. Without a dispatch slot, claims again while
@@ -155,8 +145,7 @@ impl Delivery {
     /// any retry (a receiver's Retry-After).
     pub async fn settle(
         &self,
-        account: AccountId,
-        queue: QueueId,
+        queue: OwnedQueue,
         route: Option<&Route>,
         answers: &[Answer],
         floor_seconds: i64,
@@ -165,9 +154,9 @@ impl Delivery {
         let (acks, retries) = plan(answers, &policy, floor_seconds);
         let mut settled = Settled::default();
         if !acks.is_empty() {
-            let Some(done) = store::messages::ack(&self.pool, account, queue, &acks).await? else { return Ok(None) };
+            let Some(done) = store::messages::ack(&self.pool, queue, &acks).await? else { return Ok(None) };
             let kind = route.map(|r| r.kind).or(done.consumer_kind).unwrap_or(ConsumerKind::HttpPull);
-            settled.acked = self.acked(queue, kind, done.deleted);
+            settled.acked = self.acked(queue.id(), kind, done.deleted);
         }
         if !retries.is_empty() {
             let route = route.expect("a settle with retries is given the queue's route");
@@ -176,7 +165,7 @@ impl Delivery {
             self.exhausted(route, done.exhausted.len());
             settled.exhausted = done.exhausted.len();
             if !done.retried.is_empty() {
-                self.wake(queue, route.kind == ConsumerKind::Webhook);
+                self.wake(queue.id(), route.kind == ConsumerKind::Webhook);
             }
             settled.retried = done.retried.into_iter().chain(done.exhausted).collect();
         }
@@ -198,7 +187,7 @@ impl Delivery {
         Ok(batches
             .iter()
             .map(|b| {
-                let gone = gone_by_queue.get(&b.queue)?;
+                let gone = gone_by_queue.get(&b.queue.id())?;
                 Some(b.ids.iter().filter(|id| gone.contains(id)).copied().collect())
             })
             .collect())
@@ -215,18 +204,35 @@ impl Delivery {
         gone.ids.into_iter().collect()
     }
 
+    /// Gives leases back untouched (a delivery abandoned before its receiver answered, or messages a
+    /// publish leased for a worker that stopped): the messages are available again at once without the
+    /// abandoned delivery counting against their retries, the dispatch slot is freed, and the dispatchers
+    /// of every node are woken for them. Should this fail, the lease and the slot's hold run out by
+    /// themselves, as after a crash.
+    pub async fn give_back(&self, queue: OwnedQueue, leases: &[(MessageId, i32)], slot: Option<HeldSlot>) {
+        let given_back = async {
+            store::messages::release(&self.pool, queue, leases).await?;
+            if let Some(slot) = slot {
+                store::dispatch::release_slot(&self.pool, slot.consumer, slot.slot).await?;
+            }
+            store::messages::wake(&self.pool, &[queue.id()], true).await
+        };
+        if let Err(err) = given_back.await {
+            tracing::warn!(error = %err, "giving leases back failed; they run out by themselves");
+        }
+    }
+
     /// Extends leases of the account's queue (a consumer's heartbeat), for pull and webhook leases alike.
     /// Of several entries naming one lease the first counts. None when the account has no such queue;
     /// else the leases, as (message, delivery), that were current and now run longer.
     pub async fn extend(
         &self,
-        account: AccountId,
-        queue: QueueId,
+        queue: OwnedQueue,
         extensions: &[Extension],
     ) -> Result<Option<HashSet<(MessageId, i32)>>, sqlx::Error> {
         let mut seen = HashSet::new();
         let first: Vec<Extension> = extensions.iter().filter(|e| seen.insert((e.id, e.attempt))).copied().collect();
-        let Some(extended) = store::messages::extend(&self.pool, account, queue, &first).await? else {
+        let Some(extended) = store::messages::extend(&self.pool, queue, &first).await? else {
             return Ok(None);
         };
         self.activity.extended(extended.len());

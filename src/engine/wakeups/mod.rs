@@ -187,7 +187,7 @@ impl Wakeups {
     pub fn hand(&self, batch: LeasedAtPublish) -> Result<(), LeasedAtPublish> {
         let hand = {
             let waiting = self.waiting.lock().expect("wakeups lock");
-            waiting.offers.get(&batch.queue).filter(|o| o.terms.consumer == batch.consumer).map(|o| o.hand.clone())
+            waiting.offers.get(&batch.queue.id()).filter(|o| o.terms.consumer == batch.consumer).map(|o| o.hand.clone())
         };
         let Some(hand) = hand else { return Err(batch) };
         hand.send(batch).map_err(|returned| returned.0)?;

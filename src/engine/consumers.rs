@@ -1,0 +1,87 @@
+//! Changes to consumers and what follows them: making a dead-letter queue that does not exist yet
+//! (within the account's quota of queues), and the notice to every node's dispatcher.
+
+use super::Engine;
+use crate::error::{ApiError, ApiResult, Kind};
+use crate::ids::ConsumerId;
+use crate::queue::settings::QueueName;
+use crate::store::consumers::{ConsumerRow, ConsumerSpec};
+use crate::store::owned::OwnedQueue;
+use crate::store::{self, StoreError};
+
+/// How long a rotated-out signing secret keeps signing deliveries.
+const SECRET_GRACE_SECONDS: i64 = 24 * 3600;
+
+impl Engine {
+    /// The queue's consumer; a 409 when it has one already. Its dead-letter queue is made if the
+    /// account has none of that name.
+    pub async fn create_consumer(
+        &self,
+        queue: OwnedQueue,
+        spec: &ConsumerSpec<'_>,
+        signing_secret: Option<&str>,
+    ) -> ApiResult<ConsumerRow> {
+        // Refuse a second consumer before making its dead-letter queue, so a refused request changes nothing.
+        if !store::consumers::list(&self.pool, queue.account(), &[queue.id()]).await?.is_empty() {
+            return Err(StoreError::ConsumerExists.into());
+        }
+        self.ensure_dead_letter_queue(queue, spec.dead_letter_queue).await?;
+        let row = store::consumers::create(&self.pool, queue, spec, signing_secret).await?;
+        self.announce_change(queue.id()).await;
+        Ok(row)
+    }
+
+    /// Replaces the consumer's settings; a 404 when the queue has no such consumer.
+    pub async fn update_consumer(
+        &self,
+        queue: OwnedQueue,
+        id: ConsumerId,
+        spec: &ConsumerSpec<'_>,
+    ) -> ApiResult<ConsumerRow> {
+        self.ensure_dead_letter_queue(queue, spec.dead_letter_queue).await?;
+        let row = store::consumers::update(&self.pool, queue, id, spec)
+            .await?
+            .ok_or_else(|| ApiError::not_found("consumer"))?;
+        self.announce_change(queue.id()).await;
+        Ok(row)
+    }
+
+    pub async fn delete_consumer(&self, queue: OwnedQueue, id: ConsumerId) -> ApiResult<()> {
+        if !store::consumers::delete(&self.pool, queue, id).await? {
+            return Err(ApiError::not_found("consumer"));
+        }
+        self.announce_change(queue.id()).await;
+        Ok(())
+    }
+
+    /// A new signing secret for a webhook consumer; the old one keeps signing for a day.
+    pub async fn rotate_secret(&self, queue: OwnedQueue, id: ConsumerId, secret: &str) -> ApiResult<()> {
+        if !store::consumers::rotate_secret(&self.pool, queue, id, secret, SECRET_GRACE_SECONDS).await? {
+            return Err(ApiError::not_found("consumer"));
+        }
+        Ok(())
+    }
+
+    /// Makes the dead-letter queue if the account has none of that name, within its queue quota.
+    async fn ensure_dead_letter_queue(&self, queue: OwnedQueue, name: &str) -> ApiResult<()> {
+        if name.is_empty() {
+            return Ok(());
+        }
+        let name = QueueName::parse("dead_letter_queue", name)?;
+        let (known, _) = store::queues::list(&self.pool, queue.account(), &[name.as_str().to_owned()], 1, 1).await?;
+        if known.is_empty() {
+            let max = self.limits.max_queues_per_account;
+            if store::queues::count(&self.pool, queue.account()).await? >= max {
+                return Err(ApiError::new(
+                    Kind::QueueQuota,
+                    format!(
+                        "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
+                        name.as_str()
+                    ),
+                ));
+            }
+            store::queues::ensure(&self.pool, queue.account(), &name).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! A publish as the engine carries it out: held to its account's publish rate, checked against the
+//! queue's backlog quota, stored by the group-commit publisher, then counted (activity, backlog).
+
+use std::time::Duration;
+
+use super::Engine;
+use crate::error::{ApiError, ApiResult, Kind};
+use crate::queue::message::NewMessage;
+use crate::store::owned::OwnedQueue;
+use crate::store::queues::Backlog;
+
+/// The most a publish waits for its share of its account's publish rate before it is refused instead.
+const MAX_RATE_WAIT: Duration = Duration::from_secs(1);
+
+/// What a publish did.
+pub struct PublishOutcome {
+    /// Messages not stored because the queue already held their idempotency key.
+    pub duplicates: usize,
+    /// The queue's backlog after the publish, when it could be read (best effort: the messages are stored).
+    pub backlog: Option<Backlog>,
+}
+
+impl Engine {
+    /// Stores the messages durably (the answer comes after the commit) or refuses them all.
+    pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> ApiResult<PublishOutcome> {
+        let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
+        self.hold_to_publish_rate(queue, count).await?;
+        // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
+        let max = self.limits.max_backlog_bytes_per_queue;
+        let backlog = self.backlog.get(&self.pool, queue.id()).await?;
+        if backlog.bytes + bytes as i64 > max {
+            let message = format!(
+                "the queue is full: its backlog holds {} of its {max} bytes; publish again once consumers catch up",
+                backlog.bytes
+            );
+            return Err(ApiError::new(Kind::QueueFull, message).after(10));
+        }
+        let duplicates = self.publisher.publish(queue, messages).await?.ok_or_else(ApiError::queue_not_found)?;
+        self.activity.published(queue.id(), count - duplicates);
+        // Which messages were duplicates is not known here; the cached backlog refreshes by itself.
+        if duplicates == 0 {
+            self.backlog.added(queue.id(), count, bytes, chrono::Utc::now());
+        }
+        // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
+        let backlog = match self.backlog.get(&self.pool, queue.id()).await {
+            Ok(backlog) => Some(backlog),
+            Err(err) => {
+                tracing::warn!(error = %err, "backlog metrics after publish failed");
+                None
+            }
+        };
+        Ok(PublishOutcome { duplicates, backlog })
+    }
+
+    /// Holds a publish back until its account's publish rate on this node allows its `count` messages,
+    /// or refuses it (429, nothing stored) when that would take longer than `MAX_RATE_WAIT`.
+    async fn hold_to_publish_rate(&self, queue: OwnedQueue, count: usize) -> ApiResult<()> {
+        let held_back = &self.metrics.publishes_held_back;
+        match self.publish_rate.take_many(queue.account(), count as u32, MAX_RATE_WAIT) {
+            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) => {
+                held_back.with_label_values(&["delayed"]).inc();
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Err(refill) => {
+                held_back.with_label_values(&["refused"]).inc();
+                let message = format!(
+                    "this account is over its publish rate of {} messages per second on this node; \
+                     retry after the Retry-After seconds",
+                    self.limits.publish_rate_per_second
+                );
+                Err(ApiError::new(Kind::RateLimited, message).after(refill.as_secs_f64().ceil() as u64))
+            }
+        }
+    }
+}
