@@ -8,7 +8,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 
-.PHONY: run test lint latency bench bench-quick bench-long-poll chaos ha-test fuzz db-up db-down venv clean
+.PHONY: run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -78,6 +78,15 @@ bench-long-poll:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench long-poll
+
+# W10 held horizon: W4 at 1,000 messages/s beside a W1 + W2 cycle of 100,000 messages each minute, for 3
+# minutes before, 10 with a snapshot held by another connection and 3 after, on a fresh database: about
+# 17 minutes. HORIZON_ARGS passes flags (a short trial: --before-minutes 1 --held-minutes 2
+# --after-minutes 1 --cycle-messages 20000); scripts/plot-horizon.py draws the JSON it writes.
+bench-horizon:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench horizon $${HORIZON_ARGS:-}
 
 # The long crash suite: 5 minutes per mode (pull, webhook, ordered keys), the server SIGKILLed every
 # 0-3 s, PostgreSQL restarted at every 5th kill. Figures in bench/results/chaos-*.md.

@@ -48,6 +48,16 @@ impl Timeline {
         self.arrived.iter().all(Option::is_some)
     }
 
+    /// How many messages the timeline follows.
+    pub fn total(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// When message `seq` was sent and when it arrived, as far as either is known.
+    pub fn trip(&self, seq: usize) -> (Option<Instant>, Option<Instant>) {
+        (self.sent[seq], self.arrived[seq])
+    }
+
     /// Sorted send-to-arrival and send-to-2xx durations of the messages from `first` on.
     pub fn spans_from(&self, first: usize) -> (Vec<Duration>, Vec<Duration>) {
         let from = first.min(self.sent.len());
@@ -67,7 +77,9 @@ impl Timeline {
     }
 }
 
-async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> HttpResponse {
+/// The webhook receiver's handler: notes the arrival of each message in the delivery (its body is its
+/// sequence number) and of the warm-up message.
+pub async fn receive(body: web::Bytes, timeline: web::Data<Mutex<Timeline>>) -> HttpResponse {
     let now = Instant::now();
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let mut t = timeline.lock().unwrap();
@@ -171,13 +183,7 @@ pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<
         api.preload(&drained, DRAINED, &body).await?;
         api.drain(&drained, 4, 300.0).await?;
     }
-    // Warm up: timed messages start once one message has made the whole trip.
-    env.post(&format!("queues/{queue_id}/messages"), &json!({"body": WARM_UP, "content_type": "text"})).await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !timeline.lock().unwrap().warmed {
-        anyhow::ensure!(Instant::now() < deadline, "the warm-up message did not arrive");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    warm_up(&env, &queue_id, &timeline).await?;
     let postmaster = env.postmaster_pid().await?;
 
     eprintln!(
@@ -211,6 +217,18 @@ pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<
     receiver_handle.stop(false).await;
     Arc::try_unwrap(env).map_err(|_| anyhow::anyhow!("publishes still running"))?.finish().await?;
     Ok(result)
+}
+
+/// Warms up: publishes one message to `queue_id` and waits (up to 30 s) for the receiver to get it, so
+/// that timed messages start once the dispatcher knows the consumer and its connections are open.
+pub async fn warm_up(env: &Env, queue_id: &str, timeline: &web::Data<Mutex<Timeline>>) -> anyhow::Result<()> {
+    env.post(&format!("queues/{queue_id}/messages"), &json!({"body": WARM_UP, "content_type": "text"})).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !timeline.lock().unwrap().warmed {
+        anyhow::ensure!(Instant::now() < deadline, "the warm-up message did not arrive");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Ok(())
 }
 
 /// Publishes the timeline's messages, one per request with its sequence number as its text body, `rate` a

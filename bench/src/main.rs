@@ -14,6 +14,9 @@
 //!       the load and checker of the high-availability test (scripts/ha/run.sh, make ha-test).
 //!   skiplock-bench long-poll [--only w7,idle]
 //!       W7 publish -> long-poll receive latency, and the CPU that 1,000 idle waiting pulls cost.
+//!   skiplock-bench horizon [--before-minutes 3 --held-minutes 10 --after-minutes 3] [--rate 1000] ...
+//!       W10 held horizon: W4 beside minutely W1 + W2 cycles, before, during and after a snapshot held
+//!       open by another connection (make bench-horizon).
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
 //!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ, W2o and ordered delivery's fairness
 //!       (make bench, make bench-quick).
@@ -27,6 +30,7 @@ mod cpu;
 mod fairness;
 mod first_delivery;
 mod ha;
+mod horizon;
 mod http;
 mod idle;
 mod latency;
@@ -77,6 +81,8 @@ enum Command {
     Neighbour(neighbour::NeighbourArgs),
     /// W6 spread: W1 and W2 over 1,000 queues in 100 accounts, beside one queue.
     Spread(spread::SpreadArgs),
+    /// W10 held horizon: W4 and minutely W1 + W2 cycles before, during and after a held snapshot.
+    Horizon(horizon::HorizonArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -97,6 +103,7 @@ async fn main() -> anyhow::Result<()> {
         Command::LongPoll(args) => long_poll::run(args).await,
         Command::Neighbour(args) => neighbour::run(args).await,
         Command::Spread(args) => spread::run(args).await,
+        Command::Horizon(args) => horizon::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,
