@@ -8,6 +8,11 @@ SHELL := /bin/bash
 
 VENV := .venv
 
+# The checked statements of src/store/ (`query!`) compile from their offline data in .sqlx/, as on a fresh
+# clone without DATABASE_URL, even where a target sets DATABASE_URL (to a database that may not be
+# migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
+export SQLX_OFFLINE ?= true
+
 .PHONY: run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
@@ -113,6 +118,16 @@ lint:
 	@python3 scripts/check-doc-links.py
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	# The offline data of the checked statements (.sqlx/) is what the migrations give: prepared again
+	# against a database migrated afresh (skiplock_lint, on the private cluster or DATABASE_URL's server).
+	scripts/sqlx-cli.sh
+	if [ -z "$${DATABASE_URL:-}" ]; then base="$$(scripts/pg.sh start)"; else base="$$DATABASE_URL"; fi
+	[ -n "$$base" ]
+	lint_url="$${base%/*}/skiplock_lint"
+	psql -q "$$base" -c "set client_min_messages = warning" -c "drop database if exists skiplock_lint" \
+	  -c "create database skiplock_lint"
+	sqlx migrate run --source migrations --database-url "$$lint_url" >/dev/null
+	DATABASE_URL="$$lint_url" cargo sqlx prepare --check --workspace -- --all-targets --quiet
 
 db-up:
 	@scripts/pg.sh start

@@ -1,6 +1,7 @@
 //! Per-queue activity buckets (messages published and acked per interval), for the dashboard's chart.
 
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::ids::QueueId;
 
@@ -12,7 +13,8 @@ pub async fn add(
     acked: &[i64],
     bucket_seconds: i64,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    let queues: Vec<Uuid> = queues.iter().map(|q| q.0).collect();
+    sqlx::query!(
         "insert into queue_activity (queue_id, bucket, published, acked)
          select t.queue_id, to_timestamp(floor(extract(epoch from now()) / $4) * $4), t.published, t.acked
          from unnest($1::uuid[], $2::int8[], $3::int8[]) as t(queue_id, published, acked)
@@ -20,11 +22,11 @@ pub async fn add(
          on conflict (queue_id, bucket) do update
          set published = queue_activity.published + excluded.published,
              acked = queue_activity.acked + excluded.acked",
+        &queues,
+        published,
+        acked,
+        bucket_seconds as f64,
     )
-    .bind(queues)
-    .bind(published)
-    .bind(acked)
-    .bind(bucket_seconds as f64)
     .execute(pool)
     .await
     .map(|_| ())
@@ -32,10 +34,10 @@ pub async fn add(
 
 /// Deletes buckets older than an hour and those of deleted queues.
 pub async fn prune(pool: &PgPool) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "delete from queue_activity a
          where a.bucket < now() - interval '1 hour'
-            or not exists (select 1 from queues q where q.id = a.queue_id)",
+            or not exists (select 1 from queues q where q.id = a.queue_id)"
     )
     .execute(pool)
     .await?;

@@ -2,6 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
 
 use super::{is_foreign_key_violation, violated_constraint, StoreError};
 use crate::ids::{AccountId, ConsumerId, QueueId};
@@ -9,11 +10,9 @@ use crate::queue::consumer::{Backoff, ConsumerKind, ConsumerSettings, RetryPolic
 use crate::queue::settings::MAX_DELAY_SECONDS;
 use crate::store::owned::OwnedQueue;
 
-const COLUMNS: &str = "c.id, c.account_id, c.queue_id, q.name as queue_name, c.kind, c.dead_letter_queue, \
-                       c.batch_size, c.max_retries, c.retry_delay, c.max_wait_time_ms, c.max_concurrency, \
-                       c.visibility_timeout_ms, c.url, c.created_at, c.retry_backoff, c.retry_delay_max";
-
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// A consumer with its queue's name, as `list` and `get` read it (each lists the columns in full, so that
+/// every statement is a literal that `query_as!` checks).
+#[derive(Debug, Clone)]
 pub struct ConsumerRow {
     pub id: ConsumerId,
     pub account_id: AccountId,
@@ -72,27 +71,27 @@ pub async fn create(
 ) -> Result<ConsumerRow, StoreError> {
     let id = ConsumerId::new();
     let s = &spec.settings;
-    sqlx::query(
+    sqlx::query!(
         "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
              retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret,
              retry_backoff, retry_delay_max)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+        id.0,
+        queue.account().0,
+        queue.id().0,
+        spec.kind.as_str(),
+        spec.dead_letter_queue,
+        s.batch_size as i32,
+        s.max_retries as i32,
+        s.retry_delay as i32,
+        s.max_wait_time_ms.map(|v| v as i32),
+        s.max_concurrency.map(|v| v as i32),
+        s.visibility_timeout_ms.map(|v| v as i32),
+        spec.url,
+        signing_secret,
+        s.retry.backoff.as_str(),
+        retry_delay_max(s),
     )
-    .bind(id)
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(spec.kind)
-    .bind(spec.dead_letter_queue)
-    .bind(s.batch_size as i32)
-    .bind(s.max_retries as i32)
-    .bind(s.retry_delay as i32)
-    .bind(s.max_wait_time_ms.map(|v| v as i32))
-    .bind(s.max_concurrency.map(|v| v as i32))
-    .bind(s.visibility_timeout_ms.map(|v| v as i32))
-    .bind(spec.url)
-    .bind(signing_secret)
-    .bind(s.retry.backoff.as_str())
-    .bind(retry_delay_max(s))
     .execute(pool)
     .await
     .map_err(|e| match violated_constraint(&e) {
@@ -113,12 +112,18 @@ pub async fn list(
     account: AccountId,
     queues: &[QueueId],
 ) -> Result<Vec<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from consumers c join queues q on q.id = c.queue_id
-         where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"
-    ))
-    .bind(account)
-    .bind(queues)
+    let queues: Vec<Uuid> = queues.iter().map(|q| q.0).collect();
+    sqlx::query_as!(
+        ConsumerRow,
+        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
+                q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
+                c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
+                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max
+         from consumers c join queues q on q.id = c.queue_id
+         where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"#,
+        account.0,
+        &queues,
+    )
     .fetch_all(db)
     .await
 }
@@ -128,13 +133,18 @@ pub async fn get(
     queue: OwnedQueue,
     id: ConsumerId,
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from consumers c join queues q on q.id = c.queue_id
-         where c.account_id = $1 and c.queue_id = $2 and c.id = $3"
-    ))
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(id)
+    sqlx::query_as!(
+        ConsumerRow,
+        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
+                q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
+                c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
+                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max
+         from consumers c join queues q on q.id = c.queue_id
+         where c.account_id = $1 and c.queue_id = $2 and c.id = $3"#,
+        queue.account().0,
+        queue.id().0,
+        id.0,
+    )
     .fetch_optional(db)
     .await
 }
@@ -146,25 +156,25 @@ pub async fn update(
     spec: &ConsumerSpec<'_>,
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
     let s = &spec.settings;
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "update consumers set dead_letter_queue = $4, batch_size = $5, max_retries = $6, retry_delay = $7,
              max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
              url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13
          where account_id = $1 and queue_id = $2 and id = $3",
+        queue.account().0,
+        queue.id().0,
+        id.0,
+        spec.dead_letter_queue,
+        s.batch_size as i32,
+        s.max_retries as i32,
+        s.retry_delay as i32,
+        s.max_wait_time_ms.map(|v| v as i32),
+        s.max_concurrency.map(|v| v as i32),
+        s.visibility_timeout_ms.map(|v| v as i32),
+        spec.url,
+        s.retry.backoff.as_str(),
+        retry_delay_max(s),
     )
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(id)
-    .bind(spec.dead_letter_queue)
-    .bind(s.batch_size as i32)
-    .bind(s.max_retries as i32)
-    .bind(s.retry_delay as i32)
-    .bind(s.max_wait_time_ms.map(|v| v as i32))
-    .bind(s.max_concurrency.map(|v| v as i32))
-    .bind(s.visibility_timeout_ms.map(|v| v as i32))
-    .bind(spec.url)
-    .bind(s.retry.backoff.as_str())
-    .bind(retry_delay_max(s))
     .execute(pool)
     .await?;
     if updated.rows_affected() == 0 {
@@ -174,12 +184,14 @@ pub async fn update(
 }
 
 pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, id: ConsumerId) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("delete from consumers where account_id = $1 and queue_id = $2 and id = $3")
-        .bind(queue.account())
-        .bind(queue.id())
-        .bind(id)
-        .execute(db)
-        .await?;
+    let done = sqlx::query!(
+        "delete from consumers where account_id = $1 and queue_id = $2 and id = $3",
+        queue.account().0,
+        queue.id().0,
+        id.0,
+    )
+    .execute(db)
+    .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -208,23 +220,25 @@ pub async fn delivery_target(
     db: impl PgExecutor<'_>,
     queue: OwnedQueue,
 ) -> Result<Option<DeliveryTarget>, sqlx::Error> {
-    let row: Option<DeliveryTargetRow> = sqlx::query_as(
-        "select q.id as queue_id, q.delivery_paused, q.message_retention_period, c.kind, c.dead_letter_queue, c.batch_size, c.max_retries,
-                c.retry_delay, c.retry_backoff, c.retry_delay_max, c.visibility_timeout_ms,
-                d.id as dead_letter_queue_id
+    let row = sqlx::query_as!(
+        DeliveryTargetRow,
+        r#"select q.id as "queue_id: QueueId", q.delivery_paused, q.message_retention_period,
+                c.kind as "kind?: ConsumerKind", c.dead_letter_queue as "dead_letter_queue?", c.batch_size as "batch_size?",
+                c.max_retries as "max_retries?", c.retry_delay as "retry_delay?",
+                c.retry_backoff as "retry_backoff?: Backoff", c.retry_delay_max, c.visibility_timeout_ms,
+                d.id as "dead_letter_queue_id?: QueueId"
          from queues q
          left join consumers c on c.queue_id = q.id
          left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue and d.id <> q.id
-         where q.account_id = $1 and q.id = $2",
+         where q.account_id = $1 and q.id = $2"#,
+        queue.account().0,
+        queue.id().0,
     )
-    .bind(queue.account())
-    .bind(queue.id())
     .fetch_optional(db)
     .await?;
     Ok(row.map(DeliveryTargetRow::into_target))
 }
 
-#[derive(sqlx::FromRow)]
 struct DeliveryTargetRow {
     queue_id: QueueId,
     delivery_paused: bool,
@@ -274,17 +288,17 @@ pub async fn rotate_secret(
     new_secret: &str,
     grace_seconds: i64,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "update consumers set previous_signing_secret = signing_secret,
              previous_secret_expires_at = now() + make_interval(secs => $5),
              signing_secret = $4
          where account_id = $1 and queue_id = $2 and id = $3 and kind = 'webhook'",
+        queue.account().0,
+        queue.id().0,
+        id.0,
+        new_secret,
+        grace_seconds as f64,
     )
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(id)
-    .bind(new_secret)
-    .bind(grace_seconds as f64)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -296,5 +310,6 @@ pub const CHANGES_CHANNEL: &str = "skiplock_changes";
 /// Tells every dispatcher that the consumers of `queue` changed (created, updated, deleted, paused), so
 /// they read them again now rather than at their next periodic read.
 pub async fn announce_change(pool: &PgPool, queue: QueueId) -> Result<(), sqlx::Error> {
-    sqlx::query("select pg_notify($1, $2::text)").bind(CHANGES_CHANNEL).bind(queue).execute(pool).await.map(|_| ())
+    // `$2::uuid::text`: the id is sent as a uuid, as `query!` checks, and notified as its text.
+    sqlx::query!("select pg_notify($1, $2::uuid::text)", CHANGES_CHANNEL, queue.0).execute(pool).await.map(|_| ())
 }

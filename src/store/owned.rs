@@ -61,10 +61,12 @@ impl Owners {
         let owner = match known {
             Some(owner) => Some(owner),
             None => {
-                let owner: Option<AccountId> = sqlx::query_scalar("select account_id from queues where id = $1")
-                    .bind(queue)
-                    .fetch_optional(db)
-                    .await?;
+                let owner = sqlx::query_scalar!(
+                    r#"select account_id as "account_id: AccountId" from queues where id = $1"#,
+                    queue.0
+                )
+                .fetch_optional(db)
+                .await?;
                 if let Some(owner) = owner {
                     let mut known = self.known.lock().expect("owners lock");
                     if known.len() >= CAPACITY {

@@ -62,9 +62,11 @@ pub fn pool_options(size: u32) -> PgPoolOptions {
 
 /// Whether the server behind a connection accepts writes: not in recovery, not read-only by default.
 pub async fn writable(conn: impl sqlx::PgExecutor<'_>) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("select not pg_is_in_recovery() and current_setting('default_transaction_read_only') = 'off'")
-        .fetch_one(conn)
-        .await
+    sqlx::query_scalar!(
+        r#"select not pg_is_in_recovery() and current_setting('default_transaction_read_only') = 'off' as "writable!""#
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// The readiness check: the database answers and accepts writes.

@@ -8,10 +8,12 @@ use crate::ids::{AccountId, QueueId};
 use crate::queue::settings::{Jurisdiction, QueueName, QueueSettings};
 use crate::store::owned::OwnedQueue;
 
-const COLUMNS: &str = "id, account_id, name, delivery_delay, delivery_paused, message_retention_period, \
-                       created_at, modified_at, purge_started_at, purge_completed, jurisdiction, idempotency_window";
-
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// A queue's columns, as each statement that returns a `QueueRow` lists them (written out in each, so that
+/// every statement is a literal that `query_as!` checks):
+/// `id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+/// message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+/// idempotency_window`.
+#[derive(Debug, Clone)]
 pub struct QueueRow {
     pub id: QueueId,
     pub account_id: AccountId,
@@ -59,19 +61,23 @@ pub async fn create(
     settings: QueueSettings,
     jurisdiction: Option<Jurisdiction>,
 ) -> Result<QueueRow, StoreError> {
-    sqlx::query_as(&format!(
-        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
+    sqlx::query_as!(
+        QueueRow,
+        r#"insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
                              jurisdiction, idempotency_window)
-         values ($1, $2, $3, $4, $5, $6, $7, $8) returning {COLUMNS}"
-    ))
-    .bind(QueueId::new())
-    .bind(account)
-    .bind(name.as_str())
-    .bind(settings.delivery_delay as i32)
-    .bind(settings.delivery_paused)
-    .bind(settings.message_retention_period as i32)
-    .bind(jurisdiction.map(Jurisdiction::as_str))
-    .bind(settings.idempotency_window as i32)
+         values ($1, $2, $3, $4, $5, $6, $7, $8)
+         returning id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                   message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                   idempotency_window"#,
+        QueueId::new().0,
+        account.0,
+        name.as_str(),
+        settings.delivery_delay as i32,
+        settings.delivery_paused,
+        settings.message_retention_period as i32,
+        jurisdiction.map(Jurisdiction::as_str),
+        settings.idempotency_window as i32,
+    )
     .fetch_one(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -79,32 +85,42 @@ pub async fn create(
 
 /// The queue named `name`, created with default settings if the account has none (dead-letter queues).
 pub async fn ensure(pool: &PgPool, account: AccountId, name: &QueueName) -> Result<QueueId, sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "insert into queues (id, account_id, name) values ($1, $2, $3)
          on conflict (account_id, name) do nothing",
+        QueueId::new().0,
+        account.0,
+        name.as_str(),
     )
-    .bind(QueueId::new())
-    .bind(account)
-    .bind(name.as_str())
     .execute(pool)
     .await?;
-    sqlx::query_scalar("select id from queues where account_id = $1 and name = $2")
-        .bind(account)
-        .bind(name.as_str())
-        .fetch_one(pool)
-        .await
+    sqlx::query_scalar!(
+        r#"select id as "id: QueueId" from queues where account_id = $1 and name = $2"#,
+        account.0,
+        name.as_str(),
+    )
+    .fetch_one(pool)
+    .await
 }
 
 pub async fn count(db: impl PgExecutor<'_>, account: AccountId) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("select count(*) from queues where account_id = $1").bind(account).fetch_one(db).await
+    sqlx::query_scalar!(r#"select count(*) as "count!" from queues where account_id = $1"#, account.0)
+        .fetch_one(db)
+        .await
 }
 
 pub async fn get(db: impl PgExecutor<'_>, queue: OwnedQueue) -> Result<Option<QueueRow>, sqlx::Error> {
-    sqlx::query_as(&format!("select {COLUMNS} from queues where account_id = $1 and id = $2"))
-        .bind(queue.account())
-        .bind(queue.id())
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        QueueRow,
+        r#"select id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                  message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                  idempotency_window
+         from queues where account_id = $1 and id = $2"#,
+        queue.account().0,
+        queue.id().0,
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// One page of the account's queues, optionally only those with the given names, and the total count.
@@ -115,21 +131,28 @@ pub async fn list(
     page: i64,
     per_page: i64,
 ) -> Result<(Vec<QueueRow>, i64), sqlx::Error> {
-    let filter = "account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))";
-    let rows = sqlx::query_as(&format!(
-        "select {COLUMNS} from queues where {filter} order by created_at, id limit $3 offset $4"
-    ))
-    .bind(account)
-    .bind(names)
-    .bind(per_page)
-    .bind((page - 1) * per_page)
+    let rows = sqlx::query_as!(
+        QueueRow,
+        r#"select id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                  message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                  idempotency_window
+         from queues where account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))
+         order by created_at, id limit $3 offset $4"#,
+        account.0,
+        names,
+        per_page,
+        (page - 1) * per_page,
+    )
     .fetch_all(pool)
     .await?;
-    let total = sqlx::query_scalar(&format!("select count(*) from queues where {filter}"))
-        .bind(account)
-        .bind(names)
-        .fetch_one(pool)
-        .await?;
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from queues
+         where account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))"#,
+        account.0,
+        names,
+    )
+    .fetch_one(pool)
+    .await?;
     Ok((rows, total))
 }
 
@@ -139,18 +162,22 @@ pub async fn update(
     name: &QueueName,
     settings: QueueSettings,
 ) -> Result<Option<QueueRow>, StoreError> {
-    sqlx::query_as(&format!(
-        "update queues set name = $3, delivery_delay = $4, delivery_paused = $5,
+    sqlx::query_as!(
+        QueueRow,
+        r#"update queues set name = $3, delivery_delay = $4, delivery_paused = $5,
                 message_retention_period = $6, idempotency_window = $7, modified_at = now()
-         where account_id = $1 and id = $2 returning {COLUMNS}"
-    ))
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(name.as_str())
-    .bind(settings.delivery_delay as i32)
-    .bind(settings.delivery_paused)
-    .bind(settings.message_retention_period as i32)
-    .bind(settings.idempotency_window as i32)
+         where account_id = $1 and id = $2
+         returning id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                   message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                   idempotency_window"#,
+        queue.account().0,
+        queue.id().0,
+        name.as_str(),
+        settings.delivery_delay as i32,
+        settings.delivery_paused,
+        settings.message_retention_period as i32,
+        settings.idempotency_window as i32,
+    )
     .fetch_optional(db)
     .await
     .map_err(|e| map_duplicate(e, name))
@@ -160,16 +187,14 @@ pub async fn update(
 pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Error> {
     let id = queue.id();
     let mut tx = pool.begin().await?;
-    let deleted = sqlx::query("delete from queues where account_id = $1 and id = $2")
-        .bind(queue.account())
-        .bind(id)
+    let deleted = sqlx::query!("delete from queues where account_id = $1 and id = $2", queue.account().0, id.0)
         .execute(&mut *tx)
         .await?;
     if deleted.rows_affected() == 0 {
         return Ok(false);
     }
     super::messages::delete_all(&mut *tx, id).await?;
-    sqlx::query("delete from idempotency_keys where queue_id = $1").bind(id).execute(&mut *tx).await?;
+    sqlx::query!("delete from idempotency_keys where queue_id = $1", id.0).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -179,17 +204,21 @@ pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Erro
 pub async fn purge(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueRow>, sqlx::Error> {
     let id = queue.id();
     let mut tx = pool.begin().await?;
-    let row: Option<QueueRow> = sqlx::query_as(&format!(
-        "update queues set purge_started_at = now(), purge_completed = true
-         where account_id = $1 and id = $2 returning {COLUMNS}"
-    ))
-    .bind(queue.account())
-    .bind(id)
+    let row = sqlx::query_as!(
+        QueueRow,
+        r#"update queues set purge_started_at = now(), purge_completed = true
+         where account_id = $1 and id = $2
+         returning id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                   message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                   idempotency_window"#,
+        queue.account().0,
+        id.0,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     if row.is_some() {
         super::messages::delete_all(&mut *tx, id).await?;
-        sqlx::query("delete from idempotency_keys where queue_id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query!("delete from idempotency_keys where queue_id = $1", id.0).execute(&mut *tx).await?;
         tx.commit().await?;
     }
     Ok(row)

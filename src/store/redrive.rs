@@ -8,8 +8,9 @@ use uuid::Uuid;
 use crate::ids::{MessageId, QueueId, RedriveId};
 use crate::store::owned::OwnedQueue;
 
-/// A redrive task as its owner sees it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+/// A redrive task as its owner sees it (each statement that returns one lists its columns in full, so
+/// that every statement is a literal that `query_as!` checks).
+#[derive(Debug, Clone)]
 pub struct RedriveTask {
     pub id: RedriveId,
     pub queue_id: QueueId,
@@ -21,8 +22,6 @@ pub struct RedriveTask {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
 }
-
-const COLUMNS: &str = "id, queue_id, destination_queue, status, moved, total, error, started_at, finished_at";
 
 /// What a new task asks for.
 pub struct NewTask<'a> {
@@ -54,28 +53,30 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
     let destination: Option<QueueId> = match new.destination {
         None => None,
         Some(name) => Some(
-            sqlx::query_scalar("select id from queues where account_id = $1 and name = $2 for key share")
-                .bind(new.queue.account())
-                .bind(name)
-                .fetch_optional(&mut *tx)
-                .await?
-                .ok_or(CreateError::NoDestination)?,
+            sqlx::query_scalar!(
+                r#"select id as "id: QueueId" from queues where account_id = $1 and name = $2 for key share"#,
+                new.queue.account().0,
+                name,
+            )
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(CreateError::NoDestination)?,
         ),
     };
     if destination == Some(new.queue.id()) {
         return Err(CreateError::SameQueue);
     }
     let id = RedriveId::new();
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "insert into redrive_tasks (id, account_id, queue_id, destination_queue_id, destination_queue, rate_per_second)
          values ($1, $2, $3, $4, $5, $6)",
+        id.0,
+        new.queue.account().0,
+        new.queue.id().0,
+        destination.map(|d| d.0),
+        new.destination,
+        new.rate_per_second,
     )
-    .bind(id)
-    .bind(new.queue.account())
-    .bind(new.queue.id())
-    .bind(destination)
-    .bind(new.destination)
-    .bind(new.rate_per_second)
     .execute(&mut *tx)
     .await;
     if let Err(err) = inserted {
@@ -84,8 +85,10 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
             _ => err.into(),
         });
     }
-    let task: RedriveTask = sqlx::query_as(&format!(
-        "with chosen as (
+    let only: Option<Vec<Uuid>> = new.only.map(|ids| ids.iter().map(|m| m.0).collect());
+    let task = sqlx::query_as!(
+        RedriveTask,
+        r#"with chosen as (
              insert into redrive_messages (task_id, message_id)
              select $1, m.id from messages m
              where m.queue_id = $2 and ($3::uuid[] is null or m.id = any($3))
@@ -96,12 +99,13 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
              status = case when (select count(*) from chosen) = 0 then 'completed' else status end,
              finished_at = case when (select count(*) from chosen) = 0 then now() end
          where id = $1
-         returning {COLUMNS}"
-    ))
-    .bind(id)
-    .bind(new.queue.id())
-    .bind(new.only)
-    .bind(new.max_messages)
+         returning id as "id: RedriveId", queue_id as "queue_id: QueueId", destination_queue, status, moved, total, error,
+                   started_at, finished_at"#,
+        id.0,
+        new.queue.id().0,
+        only.as_deref(),
+        new.max_messages,
+    )
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -110,40 +114,50 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
 
 /// The queue's tasks, newest first.
 pub async fn list(pool: &PgPool, queue: OwnedQueue) -> Result<Vec<RedriveTask>, sqlx::Error> {
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from redrive_tasks where account_id = $1 and queue_id = $2 order by started_at desc, id desc"
-    ))
-    .bind(queue.account())
-    .bind(queue.id())
+    sqlx::query_as!(
+        RedriveTask,
+        r#"select id as "id: RedriveId", queue_id as "queue_id: QueueId", destination_queue, status, moved, total, error,
+                   started_at, finished_at
+         from redrive_tasks where account_id = $1 and queue_id = $2 order by started_at desc, id desc"#,
+        queue.account().0,
+        queue.id().0,
+    )
     .fetch_all(pool)
     .await
 }
 
 pub async fn get(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<Option<RedriveTask>, sqlx::Error> {
-    sqlx::query_as(&format!("select {COLUMNS} from redrive_tasks where account_id = $1 and queue_id = $2 and id = $3"))
-        .bind(queue.account())
-        .bind(queue.id())
-        .bind(id)
-        .fetch_optional(pool)
-        .await
+    sqlx::query_as!(
+        RedriveTask,
+        r#"select id as "id: RedriveId", queue_id as "queue_id: QueueId", destination_queue, status, moved, total, error,
+                   started_at, finished_at
+         from redrive_tasks where account_id = $1 and queue_id = $2 and id = $3"#,
+        queue.account().0,
+        queue.id().0,
+        id.0,
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// Cancels a running task (messages already moved stay moved) and forgets the messages it had left;
 /// a task that is not running is returned as it is. Waits for a batch in progress, which holds the row.
 pub async fn cancel(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<Option<RedriveTask>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let cancelled: Option<RedriveTask> = sqlx::query_as(&format!(
-        "update redrive_tasks set status = 'cancelled', finished_at = now(), lease_token = null
+    let cancelled = sqlx::query_as!(
+        RedriveTask,
+        r#"update redrive_tasks set status = 'cancelled', finished_at = now(), lease_token = null
          where account_id = $1 and queue_id = $2 and id = $3 and status = 'running'
-         returning {COLUMNS}"
-    ))
-    .bind(queue.account())
-    .bind(queue.id())
-    .bind(id)
+         returning id as "id: RedriveId", queue_id as "queue_id: QueueId", destination_queue, status, moved, total, error,
+                   started_at, finished_at"#,
+        queue.account().0,
+        queue.id().0,
+        id.0,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     if cancelled.is_some() {
-        sqlx::query("delete from redrive_messages where task_id = $1").bind(id).execute(&mut *tx).await?;
+        sqlx::query!("delete from redrive_messages where task_id = $1", id.0).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     match cancelled {
@@ -153,7 +167,7 @@ pub async fn cancel(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<O
 }
 
 /// A running task a node holds: `token` proves the lease is still its own.
-#[derive(Debug, Clone, Copy, sqlx::FromRow)]
+#[derive(Debug, Clone, Copy)]
 pub struct Held {
     pub id: RedriveId,
     pub token: Uuid,
@@ -163,27 +177,28 @@ pub struct Held {
 /// Takes a running task that no node holds (never taken, released, or its node's lease ran out) for
 /// `lease_seconds`. Across all accounts: only the redrive runner calls it.
 pub async fn take(db: impl PgExecutor<'_>, lease_seconds: f64) -> Result<Option<Held>, sqlx::Error> {
-    sqlx::query_as(
-        "update redrive_tasks t set lease_until = now() + make_interval(secs => $1), lease_token = $2
+    sqlx::query_as!(
+        Held,
+        r#"update redrive_tasks t set lease_until = now() + make_interval(secs => $1), lease_token = $2
          where t.id = (
              select id from redrive_tasks where status = 'running' and lease_until < now()
              order by started_at limit 1
              for update skip locked)
-         returning t.id, t.lease_token as token, t.rate_per_second",
+         returning t.id as "id: RedriveId", t.lease_token as "token!", t.rate_per_second"#,
+        lease_seconds,
+        Uuid::new_v4(),
     )
-    .bind(lease_seconds)
-    .bind(Uuid::new_v4())
     .fetch_optional(db)
     .await
 }
 
 /// Gives a held task back so that any node may take it at once (a node stopping).
 pub async fn release(db: impl PgExecutor<'_>, held: Held) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "update redrive_tasks set lease_until = '-infinity', lease_token = null where id = $1 and lease_token = $2",
+        held.id.0,
+        held.token,
     )
-    .bind(held.id)
-    .bind(held.token)
     .execute(db)
     .await?;
     Ok(())
@@ -198,7 +213,6 @@ pub enum Step {
     Moved { moved: i64, selected: i64, finished: bool },
 }
 
-#[derive(sqlx::FromRow)]
 struct StepRow {
     selected: i64,
     moved: i64,
@@ -213,8 +227,9 @@ struct StepRow {
 /// counts in `total`; one leased by a consumer waits for its lease to end. Renews the lease.
 pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> Result<Step, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let row: Option<StepRow> = sqlx::query_as(
-        "with task as (
+    let row = sqlx::query_as!(
+        StepRow,
+        r#"with task as (
              select id, account_id, queue_id, destination_queue_id from redrive_tasks
              where id = $1 and lease_token = $2 and status = 'running'
              for update),
@@ -264,19 +279,19 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
                  total = t.total - (select count(*) from gone),
                  lease_until = now() + make_interval(secs => $4)
              where t.id = (select id from task))
-         select (select count(*) from batch) as selected, (select count(*) from moved) as moved,
-                array(select distinct dest from moved) as destinations
-         from task",
+         select (select count(*) from batch) as "selected!", (select count(*) from moved) as "moved!",
+                array(select distinct dest from moved) as "destinations!: Vec<QueueId>"
+         from task"#,
+        held.id.0,
+        held.token,
+        limit,
+        lease_seconds,
     )
-    .bind(held.id)
-    .bind(held.token)
-    .bind(limit)
-    .bind(lease_seconds)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(row) = row else { return Ok(Step::Lost) };
     // Sees this batch's deletes: the task is done when nothing it set out to move is left.
-    let finished = sqlx::query(
+    let finished = sqlx::query!(
         "update redrive_tasks t
          set status = case when t.stayed = 0 then 'completed' else 'failed' end, finished_at = now(),
              lease_token = null,
@@ -290,8 +305,8 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
                      t.stayed)
              end
          where t.id = $1 and not exists (select 1 from redrive_messages where task_id = $1)",
+        held.id.0,
     )
-    .bind(held.id)
     .execute(&mut *tx)
     .await?
     .rows_affected()
@@ -309,5 +324,8 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
 
 /// How many tasks there are in each status, for the metrics.
 pub async fn count_by_status(pool: &PgPool) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as("select status, count(*) from redrive_tasks group by status").fetch_all(pool).await
+    let rows = sqlx::query!(r#"select status, count(*) as "count!" from redrive_tasks group by status"#)
+        .fetch_all(pool)
+        .await?;
+    Ok(rows.into_iter().map(|row| (row.status, row.count)).collect())
 }

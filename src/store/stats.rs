@@ -2,11 +2,12 @@
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
+use uuid::Uuid;
 
 use crate::ids::{AccountId, QueueId};
 use crate::store::owned::OwnedQueue;
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct QueueState {
     pub queue_id: QueueId,
     pub queue_name: String,
@@ -25,12 +26,22 @@ pub struct QueueState {
     pub ordering_key_count: i64,
 }
 
-/// The counts of the queues the `chosen` statement picks (columns `id`, `account_id`, `name`, `$1` the
-/// account), in its order. Every lookup goes by the chosen queues' ids and names, so the cost follows
-/// how many are chosen, not how many queues there are.
-fn states_of(chosen: &str) -> String {
-    format!(
-        "with chosen as ({chosen}),
+/// The counts of the queues a `chosen` statement picks (`queue_page` and `queue_state` differ only in it;
+/// each is written out in full, so that `query_as!` checks it). Every lookup goes by the chosen queues'
+/// ids and names, so the cost follows how many are chosen, not how many queues there are.
+///
+/// One page of the account's queues by name (`per_page` of them, from the `page`th, counting from 1)
+/// and how many the account has. The page is read off the account's name index.
+pub async fn queue_page(
+    pool: &PgPool,
+    account: AccountId,
+    page: i64,
+    per_page: i64,
+) -> Result<(Vec<QueueState>, i64), sqlx::Error> {
+    let states = sqlx::query_as!(
+        QueueState,
+        r#"with chosen as (
+                  select id, account_id, name from queues where account_id = $1 order by name limit $2 offset $3),
               named as (
                   select q.id, q.account_id, q.name, coalesce(c.dead_letter_queue, '') as dead_letter_queue,
                          d.id as dead_letter_id
@@ -40,11 +51,12 @@ fn states_of(chosen: &str) -> String {
               backlogs as (
                   select queue_id, messages, bytes, oldest from queue_backlogs
                   where queue_id = any(array(select id from named union all select dead_letter_id from named)))
-         select q.id as queue_id, q.name as queue_name,
-                coalesce(b.messages, 0) as backlog_count, coalesce(b.bytes, 0) as backlog_bytes,
-                f.in_flight_count, f.delayed_count, b.oldest, q.dead_letter_queue,
-                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as dead_letter_backlog_count,
-                (select count(*) from ordering_keys h where h.queue_id = q.id) as ordering_key_count
+         select q.id as "queue_id!: QueueId", q.name as "queue_name!",
+                coalesce(b.messages, 0) as "backlog_count!", coalesce(b.bytes, 0) as "backlog_bytes!",
+                f.in_flight_count as "in_flight_count!", f.delayed_count as "delayed_count!", b.oldest as "oldest?",
+                q.dead_letter_queue as "dead_letter_queue!",
+                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as "dead_letter_backlog_count?",
+                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!"
          from named q
          left join backlogs b on b.queue_id = q.id
          left join backlogs d on d.queue_id = q.dead_letter_id
@@ -54,38 +66,58 @@ fn states_of(chosen: &str) -> String {
              select count(*) filter (where m.leased) as in_flight_count,
                     count(*) filter (where not m.leased) as delayed_count
              from messages m where m.queue_id = q.id and m.available_at > now() and m.available_at < 'infinity') f
-         order by q.name"
+         order by q.name"#,
+        account.0,
+        per_page,
+        (page - 1) * per_page,
     )
-}
-
-/// One page of the account's queues by name (`per_page` of them, from the `page`th, counting from 1)
-/// and how many the account has. The page is read off the account's name index.
-pub async fn queue_page(
-    pool: &PgPool,
-    account: AccountId,
-    page: i64,
-    per_page: i64,
-) -> Result<(Vec<QueueState>, i64), sqlx::Error> {
-    let chosen = "select id, account_id, name from queues where account_id = $1 order by name limit $2 offset $3";
-    let states = sqlx::query_as(&states_of(chosen))
-        .bind(account)
-        .bind(per_page)
-        .bind((page - 1) * per_page)
-        .fetch_all(pool)
-        .await?;
+    .fetch_all(pool)
+    .await?;
     let total = super::queues::count(pool, account).await?;
     Ok((states, total))
 }
 
 /// One queue's counts, if the account has it.
 pub async fn queue_state(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueState>, sqlx::Error> {
-    let chosen = "select id, account_id, name from queues where account_id = $1 and id = $2";
-    sqlx::query_as(&states_of(chosen)).bind(queue.account()).bind(queue.id()).fetch_optional(pool).await
+    sqlx::query_as!(
+        QueueState,
+        r#"with chosen as (
+                  select id, account_id, name from queues where account_id = $1 and id = $2),
+              named as (
+                  select q.id, q.account_id, q.name, coalesce(c.dead_letter_queue, '') as dead_letter_queue,
+                         d.id as dead_letter_id
+                  from chosen q
+                  left join consumers c on c.queue_id = q.id
+                  left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue),
+              backlogs as (
+                  select queue_id, messages, bytes, oldest from queue_backlogs
+                  where queue_id = any(array(select id from named union all select dead_letter_id from named)))
+         select q.id as "queue_id!: QueueId", q.name as "queue_name!",
+                coalesce(b.messages, 0) as "backlog_count!", coalesce(b.bytes, 0) as "backlog_bytes!",
+                f.in_flight_count as "in_flight_count!", f.delayed_count as "delayed_count!", b.oldest as "oldest?",
+                q.dead_letter_queue as "dead_letter_queue!",
+                case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as "dead_letter_backlog_count?",
+                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!"
+         from named q
+         left join backlogs b on b.queue_id = q.id
+         left join backlogs d on d.queue_id = q.dead_letter_id
+         -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
+         -- Parked messages of ordering keys (at 'infinity') wait for their key, not for a time.
+         cross join lateral (
+             select count(*) filter (where m.leased) as in_flight_count,
+                    count(*) filter (where not m.leased) as delayed_count
+             from messages m where m.queue_id = q.id and m.available_at > now() and m.available_at < 'infinity') f
+         order by q.name"#,
+        queue.account().0,
+        queue.id().0,
+    )
+    .fetch_optional(pool)
+    .await
 }
 
 /// A queue that dead-letters into one of the given queues: named by its consumer (`messages` 0) or
 /// the source of `messages` dead-lettered messages there (`source_name` None once it is deleted).
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct DeadLetterSource {
     pub queue_id: QueueId,
     pub source: QueueId,
@@ -101,8 +133,11 @@ pub async fn dead_letter_sources(
     account: AccountId,
     queues: &[QueueId],
 ) -> Result<Vec<DeadLetterSource>, sqlx::Error> {
-    sqlx::query_as(
-        "select t.id as queue_id, s.id as source, s.name as source_name, 0::int8 as messages
+    let queues: Vec<Uuid> = queues.iter().map(|q| q.0).collect();
+    sqlx::query_as!(
+        DeadLetterSource,
+        r#"select t.id as "queue_id!: QueueId", s.id as "source!: QueueId", s.name as "source_name?",
+                0::int8 as "messages!"
          from queues t
          join consumers c on c.account_id = t.account_id and c.dead_letter_queue = t.name
                          and c.dead_letter_queue <> ''
@@ -115,15 +150,15 @@ pub async fn dead_letter_sources(
                where m.queue_id = any(array(select id from queues where account_id = $1 and id = any($2)))
                  and m.dead_letter_source is not null
                group by m.queue_id, m.dead_letter_source) g
-         left join queues s on s.id = g.source and s.account_id = $1",
+         left join queues s on s.id = g.source and s.account_id = $1"#,
+        account.0,
+        &queues,
     )
-    .bind(account)
-    .bind(queues)
     .fetch_all(pool)
     .await
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct ActivityBucket {
     pub bucket: DateTime<Utc>,
     pub published: i64,
@@ -136,11 +171,12 @@ pub async fn activity(
     queue: OwnedQueue,
     since: DateTime<Utc>,
 ) -> Result<Vec<ActivityBucket>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        ActivityBucket,
         "select bucket, published, acked from queue_activity where queue_id = $1 and bucket >= $2 order by bucket",
+        queue.id().0,
+        since,
     )
-    .bind(queue.id())
-    .bind(since)
     .fetch_all(pool)
     .await
 }

@@ -5,7 +5,7 @@ use sqlx::PgExecutor;
 
 use crate::ids::{AccountId, TokenId};
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct TokenRow {
     pub id: TokenId,
     pub account_id: AccountId,
@@ -23,47 +23,53 @@ pub async fn insert(
     scopes: &[&str],
     secret_hash: &str,
 ) -> Result<TokenRow, sqlx::Error> {
-    sqlx::query_as(
-        "insert into api_tokens (id, account_id, name, scopes, secret_hash) values ($1, $2, $3, $4, $5)
-         returning id, account_id, name, scopes, secret_hash, created_at",
+    let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
+    sqlx::query_as!(
+        TokenRow,
+        r#"insert into api_tokens (id, account_id, name, scopes, secret_hash) values ($1, $2, $3, $4, $5)
+         returning id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at"#,
+        id.0,
+        account.0,
+        name,
+        &scopes,
+        secret_hash,
     )
-    .bind(id)
-    .bind(account)
-    .bind(name)
-    .bind(scopes)
-    .bind(secret_hash)
     .fetch_one(db)
     .await
 }
 
 /// A token that has not been revoked (account-independent: the token id is what the client shows).
 pub async fn find_active(db: impl PgExecutor<'_>, id: TokenId) -> Result<Option<TokenRow>, sqlx::Error> {
-    sqlx::query_as(
-        "select id, account_id, name, scopes, secret_hash, created_at from api_tokens
-         where id = $1 and revoked_at is null",
+    sqlx::query_as!(
+        TokenRow,
+        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at
+         from api_tokens
+         where id = $1 and revoked_at is null"#,
+        id.0,
     )
-    .bind(id)
     .fetch_optional(db)
     .await
 }
 
 pub async fn list(db: impl PgExecutor<'_>, account: AccountId) -> Result<Vec<TokenRow>, sqlx::Error> {
-    sqlx::query_as(
-        "select id, account_id, name, scopes, secret_hash, created_at from api_tokens
-         where account_id = $1 and revoked_at is null order by created_at, id",
+    sqlx::query_as!(
+        TokenRow,
+        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at
+         from api_tokens
+         where account_id = $1 and revoked_at is null order by created_at, id"#,
+        account.0,
     )
-    .bind(account)
     .fetch_all(db)
     .await
 }
 
 /// Revokes a token of `account`; false when it has no such active token.
 pub async fn revoke(db: impl PgExecutor<'_>, account: AccountId, id: TokenId) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "update api_tokens set revoked_at = now() where account_id = $1 and id = $2 and revoked_at is null",
+        account.0,
+        id.0,
     )
-    .bind(account)
-    .bind(id)
     .execute(db)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -71,8 +77,7 @@ pub async fn revoke(db: impl PgExecutor<'_>, account: AccountId, id: TokenId) ->
 
 /// The operator's revoke: any account's token, by id.
 pub async fn revoke_by_operator(db: impl PgExecutor<'_>, id: TokenId) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query("update api_tokens set revoked_at = now() where id = $1 and revoked_at is null")
-        .bind(id)
+    let done = sqlx::query!("update api_tokens set revoked_at = now() where id = $1 and revoked_at is null", id.0)
         .execute(db)
         .await?;
     Ok(done.rows_affected() == 1)
