@@ -56,7 +56,10 @@ test: venv
 	bash tests/clients/setup.sh
 	scripts/fuzz.sh 10
 	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	scripts/statement-audit.sh reset
 	cargo test --workspace --quiet -- --test-threads=6
+	# The statement audit: every statement of src/store/ ran in the suite above (docs/testing.md).
+	scripts/statement-audit.sh check
 	# The high-availability test (docs/deploy.md), on the debug binaries the tests just built: about 100 s.
 	cargo build --workspace --bins --quiet
 	scripts/ha/run.sh target/debug

@@ -127,6 +127,13 @@ start() {
            fail "initdb failed (its output is above and in .data/initdb.log)." \
              "\`make clean\` removes the half-made cluster; or set DATABASE_URL to a server of your own."; }
   fi
+  # A server started with another port or other settings (before pg_stat_statements was configured here,
+  # say) is restarted once with the current ones: the statement audit of `make test` needs them.
+  if running "$cluster" && ! started_as_configured "$cluster"; then
+    echo "pg.sh: restarting the cluster with its current port and settings" >&2
+    as_owner "$bin/pg_ctl" -D "$cluster" -m fast -w stop >/dev/null \
+      || fail "pg_ctl could not stop the server of $cluster (see $cluster/server.log)."
+  fi
   if ! running "$cluster"; then
     port_in_use "$port" \
       && fail "port $port is taken by another program." \
@@ -153,10 +160,36 @@ start() {
   echo "$url"
 }
 
+# The server's settings beyond its address, one per line. pg_stat_statements, when this PostgreSQL has
+# it (Debian's postgresql package does), records every statement the tests run, for the statement audit
+# of `make test` (docs/testing.md); its table holds the statements of every test database, hence the
+# large max.
+server_settings() {
+  echo "max_connections=400"
+  echo "shared_buffers=256MB"
+  local lib
+  lib="$("$bin/pg_config" --pkglibdir 2>/dev/null || echo "$(dirname "$bin")/lib")"
+  if [ -f "$lib/pg_stat_statements.so" ]; then
+    echo "pg_stat_statements.max=100000"
+    echo "shared_preload_libraries=pg_stat_statements"
+  fi
+}
+
+# Whether the running server of cluster $1 was started with this port and these settings.
+started_as_configured() {
+  local opts setting
+  opts="$(cat "$1/postmaster.opts" 2>/dev/null)" || return 1
+  grep -qF -- "\"-p\" \"$port\"" <<<"$opts" || return 1
+  while read -r setting; do
+    grep -qF -- "\"$setting\"" <<<"$opts" || return 1
+  done < <(server_settings)
+}
+
 start_server() {
-  as_owner "$bin/pg_ctl" -D "$1" -l "$1/server.log" -w -t 60 start \
-    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$1' -c max_connections=400 -c shared_buffers=256MB" \
-    >"$data/pg_ctl.log" 2>&1
+  local options setting
+  options="-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories='$1'"
+  while read -r setting; do options+=" -c $setting"; done < <(server_settings)
+  as_owner "$bin/pg_ctl" -D "$1" -l "$1/server.log" -w -t 60 start -o "$options" >"$data/pg_ctl.log" 2>&1
 }
 
 stop() {
