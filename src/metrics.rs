@@ -25,6 +25,9 @@ pub struct Metrics {
     pub dropped: IntCounter,
     pub expired: IntCounter,
     pub leases_extended: IntCounter,
+    pub leases_ran_out: IntCounter,
+    pub horizon_age: IntGauge,
+    pub horizon_xid_age: IntGauge,
     pub waiting_pulls: IntGauge,
     pub long_poll_wakeups: IntCounterVec,
     pub publish_wakeups: IntCounterVec,
@@ -52,6 +55,12 @@ fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> 
     let c = IntCounterVec::new(Opts::new(name, help), labels).expect("a valid metric");
     registry.register(Box::new(c.clone())).expect("registered once");
     c
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::new(name, help).expect("a valid metric");
+    registry.register(Box::new(g.clone())).expect("registered once");
+    g
 }
 
 fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
@@ -136,6 +145,23 @@ impl Default for Metrics {
                 &r,
                 "skiplock_leases_extended_total",
                 "Leases extended by POST .../messages/extend (pull and webhook leases).",
+            ),
+            leases_ran_out: counter(
+                &r,
+                "skiplock_leases_ran_out_total",
+                "Leases that ran out without an answer, their messages made claimable again by a sweep.",
+            ),
+            horizon_age: gauge(
+                &r,
+                "skiplock_cleanup_horizon_age_seconds",
+                "How long the session holding the database's cleanup horizon back the longest has held its \
+                 snapshot or transaction open (0: nothing holds it back for long; see docs/operations.md).",
+            ),
+            horizon_xid_age: gauge(
+                &r,
+                "skiplock_cleanup_horizon_xid_age",
+                "How many transaction ids the oldest snapshot, transaction or replication slot of the database \
+                 is behind the newest.",
             ),
             waiting_pulls: {
                 let g = IntGauge::new("skiplock_waiting_pulls", "Long-polling pulls waiting on this node now.")

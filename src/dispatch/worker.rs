@@ -250,12 +250,15 @@ async fn next_step(
         let next_due = batch.next_due;
         deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
         // A partial batch took all that was ready: a publish or retry meanwhile wakes the worker, and
-        // the claim said when the next delayed or leased message is due, so no look is spent on it.
+        // the claim said when the next delayed message is due (a lease that runs out is swept and woken), so no
+        // look is spent on it.
         return Ok(if claimed >= consumer.batch_size { Next::More } else { Next::Wait(next_due) });
     }
     // An empty claim means nothing ready, or every slot taken.
+    let floor = dispatcher.engine.delivery.floors.of(consumer.queue.id());
     let ready =
-        store::dispatch::readiness(&dispatcher.engine.pool, consumer.queue, consumer.retention_seconds, 1).await?;
+        store::dispatch::readiness(&dispatcher.engine.pool, consumer.queue, floor, consumer.retention_seconds, 1)
+            .await?;
     Ok(if ready.ready > 0 { Next::SlotsTaken } else { Next::Wait(until_next(&ready)) })
 }
 
@@ -292,7 +295,9 @@ fn deliver(
 /// The wait until a batch is due, or None when one is due now: `batch_size` messages are ready, or
 /// the first ready one has waited `max_wait_time_ms`.
 async fn not_due_for(dispatcher: &Dispatcher, c: &WebhookConsumer) -> Result<Option<Next>, sqlx::Error> {
-    let r = store::dispatch::readiness(&dispatcher.engine.pool, c.queue, c.retention_seconds, c.batch_size).await?;
+    let floor = dispatcher.engine.delivery.floors.of(c.queue.id());
+    let r =
+        store::dispatch::readiness(&dispatcher.engine.pool, c.queue, floor, c.retention_seconds, c.batch_size).await?;
     if r.ready == 0 {
         return Ok(Some(Next::Wait(until_next(&r))));
     }

@@ -28,6 +28,15 @@ pub struct Cadences {
     pub max_queue_series: usize,
 }
 
+/// How often a node reads how far back the service's running transactions reach: its floors lag the
+/// claims by about this much.
+const BOUND_EVERY: Duration = Duration::from_millis(100);
+/// How often leases that ran out are swept: a message whose lease runs out is claimable again within this.
+const SWEEP_EVERY: Duration = Duration::from_millis(250);
+
+/// How often the cleanup horizon's holder is looked for.
+const HORIZON_EVERY: Duration = Duration::from_secs(10);
+
 /// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the work
 /// of a read rather than how fresh it is.
 const FOLD_EVERY: Duration = Duration::from_secs(1);
@@ -55,6 +64,23 @@ impl Engine {
                 async move { vacuum.run_if_due(&e.pool, maintenance::VACUUM_DEAD_ROWS).await.map(|_| ()) }
             });
         }
+        self.periodic(
+            tasks,
+            "reading how far back running writes reach",
+            Pace::Every(BOUND_EVERY),
+            stop,
+            |e| async move {
+                let bound = store::horizon::writers_since(&e.pool).await?;
+                e.delivery.floors.set_bound(bound);
+                Ok::<_, sqlx::Error>(())
+            },
+        );
+        self.periodic(tasks, "sweeping leases that ran out", Pace::Every(SWEEP_EVERY), stop, |e| async move {
+            e.sweep_leases_that_ran_out().await
+        });
+        self.periodic(tasks, "watching the cleanup horizon", Pace::Every(HORIZON_EVERY), stop, |e| async move {
+            e.watch_horizon().await
+        });
         self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
             store::counts::fold(&e.pool).await
         });

@@ -8,7 +8,9 @@ pub mod background;
 pub mod backlog;
 pub mod consumers;
 pub mod delivery;
+pub mod floors;
 pub mod gauges;
+pub mod horizon;
 pub mod limits;
 pub mod maintenance;
 pub mod periodic;
@@ -17,6 +19,7 @@ pub mod publisher;
 pub mod pull;
 pub mod queues;
 pub mod redrive;
+pub mod sweep;
 pub mod wakeups;
 
 use std::sync::Arc;
@@ -55,6 +58,7 @@ pub struct Engine {
     pub publisher: Publisher,
     /// Which account owns each queue this node has been asked about.
     owners: Owners,
+    horizon: horizon::HorizonWatch,
 }
 
 impl Engine {
@@ -64,7 +68,8 @@ impl Engine {
         let signer = Signer::new(crate::store::server_key(&pool).await?);
         let activity = Arc::new(Activity::new(metrics.clone()));
         let backlog = Arc::new(BacklogCache::default());
-        let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone()));
+        let floors = Arc::new(floors::Floors::default());
+        let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone(), floors));
         let wakeups = Arc::new(Wakeups::new(metrics.clone()));
         wakeups.set_max_per_account(limits.max_waiting_pulls);
         let publisher = Publisher::start(pool.clone(), wakeups.clone(), delivery.clone());
@@ -82,6 +87,7 @@ impl Engine {
             limits,
             publisher,
             owners: Owners::default(),
+            horizon: horizon::HorizonWatch::default(),
         }))
     }
 

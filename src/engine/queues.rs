@@ -57,6 +57,7 @@ impl Engine {
             return Err(ApiError::queue_not_found());
         }
         self.owners.forget(queue.id());
+        self.delivery.floors.forget(queue.id());
         self.backlog.forget(queue.id());
         self.announce_change(queue.id()).await;
         self.wake_waiting_pulls(queue.id()).await;

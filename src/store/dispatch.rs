@@ -58,7 +58,8 @@ pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsume
                 c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
                 coalesce(c.max_wait_time_ms, 5000) as max_wait_time_ms, c.max_concurrency, c.max_retries,
                 c.retry_delay, c.retry_backoff, c.retry_delay_max,
-                exists (select 1 from messages m where m.queue_id = c.queue_id and m.available_at <= now())
+                exists (select 1 from messages m
+                        where m.queue_id = c.queue_id and not m.running and m.available_at <= now())
                     as has_ready
          from consumers c
          join queues q on q.id = c.queue_id
@@ -99,33 +100,37 @@ pub struct Readiness {
     pub ready: i64,
     /// When the first of them became deliverable.
     pub first_ready_at: Option<DateTime<Utc>>,
-    /// When the next delayed or leased message becomes deliverable.
+    /// When the next delayed message becomes deliverable.
     pub next_at: Option<DateTime<Utc>>,
     pub now: DateTime<Utc>,
 }
 
+/// How ready the queue is, walking its waiting messages from `floor` (the queue's claim floor).
 pub async fn readiness(
     db: impl PgExecutor<'_>,
     queue: OwnedQueue,
+    floor: DateTime<Utc>,
     retention_seconds: i64,
     batch_size: i64,
 ) -> Result<Readiness, sqlx::Error> {
     sqlx::query_as(
         "with ready as (
              select available_at from messages
-             where queue_id = $1 and available_at <= now()
+             where queue_id = $1 and not running and available_at >= $4 and available_at <= now()
                and published_at > now() - make_interval(secs => $2)
              order by available_at, id
              limit $3)
          select (select count(*) from ready) as ready,
                 (select min(available_at) from ready) as first_ready_at,
                 (select min(available_at) from messages
-                 where queue_id = $1 and available_at > now() and available_at < 'infinity') as next_at,
+                 where queue_id = $1 and not running and available_at > now() and available_at < 'infinity')
+                    as next_at,
                 now() as now",
     )
     .bind(queue.id())
     .bind(retention_seconds as f64)
     .bind(batch_size)
+    .bind(floor)
     .fetch_one(db)
     .await
 }

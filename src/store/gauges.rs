@@ -58,18 +58,20 @@ pub async fn queue_gauges(pool: &PgPool, max_series: i64) -> Result<Vec<GaugeRow
          left join queues d on d.account_id = s.account_id and d.name = c.dead_letter_queue
          left join nonempty db on db.id = d.id
          cross join lateral (
-             select count(*) filter (where m.leased) as in_flight_count,
-                    count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = s.id and m.available_at > now() and m.available_at < 'infinity') f
+             select (select count(*) from messages m where m.running and m.queue_id = s.id) as in_flight_count,
+                    (select count(*) from messages m
+                     where m.queue_id = s.id and not m.running and m.available_at > now()
+                       and m.available_at < 'infinity') as delayed_count) f
          union all
          select null, null, coalesce(sum(r.messages), 0)::int8, coalesce(sum(f.in_flight_count), 0)::int8,
                 coalesce(sum(f.delayed_count), 0)::int8, min(r.oldest), (select messages from rest_dead_letters),
                 (select count(*) from queues) - (select count(*) from shown)
          from rest r
          cross join lateral (
-             select count(*) filter (where m.leased) as in_flight_count,
-                    count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = r.id and m.available_at > now() and m.available_at < 'infinity') f",
+             select (select count(*) from messages m where m.running and m.queue_id = r.id) as in_flight_count,
+                    (select count(*) from messages m
+                     where m.queue_id = r.id and not m.running and m.available_at > now()
+                       and m.available_at < 'infinity') as delayed_count) f",
     )
     .bind(max_series)
     .fetch_all(pool)

@@ -42,7 +42,8 @@ macro_rules! dead_letter_ctes {
     () => {
         "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
         dead as (
-            update messages m set queue_id = d.id, attempts = 0, leased = false, available_at = now(),
+            update messages m set queue_id = d.id, attempts = 0, leased = false, running = false,
+                available_at = clock_timestamp(),
                 dead_letter_source = $1, dead_lettered_at = now()
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
             returning m.id, m.size, m.published_at),
@@ -72,22 +73,26 @@ pub struct Claim {
     /// The consumer's signing secrets as this claim read them (webhook claims only), so a batch
     /// claimed after a rotation answered is signed with the new secret on every node.
     pub secrets: Vec<String>,
-    /// Webhook claims that leased something: milliseconds until the queue's next delayed or leased
-    /// message (other than those just leased) becomes visible, so the dispatcher needs no look of its own
-    /// after a partial batch.
+    /// Webhook claims that leased something: milliseconds until the queue's next delayed message becomes
+    /// visible, so the dispatcher needs no look of its own after a partial batch. (A lease that runs out is
+    /// made claimable by the sweep, which wakes the queue.)
     pub next_in_ms: Option<i64>,
+    /// The earliest waiting message the claim saw at or after its floor, those it took aside: where the
+    /// queue's next floor may be (`ClaimFloor`). None: it saw none.
+    pub first_live: Option<DateTime<Utc>>,
 }
 
 #[derive(sqlx::FromRow)]
 struct ClaimRow {
-    id: MessageId,
-    attempts: i32,
+    id: Option<MessageId>,
+    attempts: Option<i32>,
     published_at: Option<DateTime<Utc>>,
     content_type: Option<i16>,
     body: Option<Vec<u8>>,
     dead_letter_source: Option<String>,
     dead_lettered_at: Option<DateTime<Utc>>,
     ordering_key: Option<String>,
+    first_live: Option<DateTime<Utc>>,
     slot: Option<i32>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
@@ -122,17 +127,24 @@ pub struct ClaimSpec {
 }
 
 /// A claim: `$1` the queue, `$2` the deliveries allowed, `$3` the batch, `$4` the lease in ms, `$5` the
-/// retention in seconds; a webhook claim adds `$6` its consumer, `$7` its `max_concurrency` and `$8` how
-/// long the slot is held, and `$slot` and `$webhook` its steps and columns. Ready messages out of
-/// deliveries come back with attempts -1 (`Claim::used_up`). Pulls have a statement of their own because
-/// PostgreSQL plans a claim at every call (see `docs/design-notes.md`, "The claim's plan, made at every
-/// call"), and the webhook's steps more than doubled that planning.
+/// retention in seconds, `$6` the queue's claim floor (`ClaimFloor`); a webhook claim adds `$7` its
+/// consumer, `$8` its `max_concurrency` and `$9` how long the slot is held, and `$slot` and `$webhook` its
+/// steps and columns. Ready messages out of deliveries come back with attempts -1 (`Claim::used_up`); a last
+/// row without a message carries what the claim learnt of the queue. Pulls have a statement of their own
+/// because PostgreSQL plans a claim at every call (see `docs/design-notes.md`, "The claim's plan, made at
+/// every call"), and the webhook's steps more than doubled that planning.
+///
+/// The claim walks `messages_ready` from the floor, not from the queue's first entry: beside a held
+/// snapshot, every message claimed or acked since leaves an entry there that no vacuum may remove, and a
+/// walk from the start would cross them all. `first_live` is the earliest message waiting at or after the
+/// floor, those this claim leased aside (rows locked by other claims, and those a webhook claim without a
+/// free slot locked but left, are counted), for the next floor.
 macro_rules! claim_statement {
     ($slot:literal, $claimed_if:literal, $webhook:literal) => {
         concat!(
             "with candidates as (
                  select id, attempts from messages
-                 where queue_id = $1 and available_at <= now()
+                 where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                    and published_at > now() - make_interval(secs => $5)
                  order by available_at, id
                  limit $3
@@ -142,8 +154,8 @@ macro_rules! claim_statement {
             "
              claimed as (
                  update messages m
-                 set available_at = now() + make_interval(secs => $4::float8 / 1000),
-                     attempts = m.attempts + 1, leased = true
+                 set available_at = clock_timestamp() + make_interval(secs => $4::float8 / 1000),
+                     attempts = m.attempts + 1, leased = true, running = true
                  where m.id = any(array(select id from candidates where attempts < $2))",
             $claimed_if,
             "
@@ -151,32 +163,35 @@ macro_rules! claim_statement {
              select c.id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
-                    c.dead_lettered_at, c.ordering_key, ",
-            $webhook,
-            "
+                    c.dead_lettered_at, c.ordering_key, null::timestamptz as first_live, null::int4 as slot,
+                    null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b on b.id = c.id
              union all
-             select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted"
+             select id, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
+             union all
+             select null, null, null, null, null, null, null, null,
+                    (select min(available_at) from messages
+                     where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
+                       and published_at > now() - make_interval(secs => $5)
+                       and id <> all(array(select id from claimed))),
+                    ",
+            $webhook
         )
     };
 }
 
 /// A pull's claim: no dispatch slot, secrets or timer to read.
-const CLAIM_FOR_PULL: &str = claim_statement!(
-    "",
-    "",
-    "null::int4 as slot, null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms"
-);
+const CLAIM_FOR_PULL: &str = claim_statement!("", "", "null, null, null, null");
 
 /// A webhook's claim takes a dispatch slot, or claims nothing without one; it reads the consumer's
-/// signing secrets and when the queue's next delayed or leased message becomes visible.
+/// signing secrets and when the queue's next delayed message becomes visible.
 const CLAIM_FOR_WEBHOOK: &str = claim_statement!(
     "
      slot as (
-         update dispatch_slots s set held_until = now() + make_interval(secs => $8::float8 / 1000)
+         update dispatch_slots s set held_until = now() + make_interval(secs => $9::float8 / 1000)
          where (s.consumer_id, s.slot) = (
                    select consumer_id, slot from dispatch_slots
-                   where consumer_id = $6 and slot < $7 and held_until < now()
+                   where consumer_id = $7 and slot < $8 and held_until < now()
                    limit 1
                    for update skip locked)
            and exists (select 1 from candidates where attempts < $2)
@@ -184,20 +199,22 @@ const CLAIM_FOR_WEBHOOK: &str = claim_statement!(
     "
                    and exists (select 1 from slot)",
     "(select slot from slot),
-                    (select signing_secret from consumers where id = $6),
+                    (select signing_secret from consumers where id = $7),
                     (select previous_signing_secret from consumers
-                     where id = $6 and previous_secret_expires_at > now()),
+                     where id = $7 and previous_secret_expires_at > now()),
                     (select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
-                     where queue_id = $1 and available_at > now() and available_at < 'infinity') as next_in_ms"
+                     where queue_id = $1 and not running and available_at > now() and available_at < 'infinity')"
 );
 
-/// Leases up to `limit` ready messages for `visibility_timeout_ms`. Ready messages whose deliveries are
-/// used up (their last lease ran out) are passed over and returned in `used_up`, for `dead_letter`: a
-/// claim that also moved them would carry that statement's updates, deletes and triggers at every call,
-/// where they are rarely needed (a sixth of PostgreSQL's time on the push path at a trickle).
+/// Leases up to `limit` ready messages for `visibility_timeout_ms`, walking the queue's waiting messages
+/// from `floor`. Ready messages whose deliveries are used up (their last lease ran out) are passed over and
+/// returned in `used_up`, for `dead_letter`: a claim that also moved them would carry that statement's
+/// updates, deletes and triggers at every call, where they are rarely needed (a sixth of PostgreSQL's time
+/// on the push path at a trickle).
 pub async fn claim(
     db: impl PgExecutor<'_>,
     spec: ClaimSpec,
+    floor: DateTime<Utc>,
     slot: Option<SlotRequest>,
     limit: i64,
     visibility_timeout_ms: i64,
@@ -208,7 +225,8 @@ pub async fn claim(
         .bind(spec.max_deliveries)
         .bind(limit)
         .bind(visibility_timeout_ms as f64)
-        .bind(spec.retention_seconds as f64);
+        .bind(spec.retention_seconds as f64)
+        .bind(floor);
     let query = match slot {
         Some(slot) => query.bind(slot.consumer).bind(slot.max_concurrency).bind(slot.hold_ms as f64),
         None => query,
@@ -216,24 +234,32 @@ pub async fn claim(
     let rows = query.fetch_all(db).await?;
     let mut claim = Claim::default();
     for row in rows {
-        claim.slot = claim.slot.or(row.slot);
-        claim.next_in_ms = claim.next_in_ms.or(row.next_in_ms);
-        if claim.secrets.is_empty() {
+        let Some(id) = row.id else {
+            claim.slot = row.slot;
+            claim.next_in_ms = row.next_in_ms;
             claim.secrets.extend(row.signing_secret.into_iter().chain(row.previous_signing_secret));
+            claim.first_live = row.first_live;
+            continue;
+        };
+        match (row.attempts, row.published_at, row.content_type, row.body) {
+            (Some(attempts), Some(published_at), Some(content_type), Some(body)) => {
+                claim.messages.push(StoredMessage {
+                    id,
+                    attempts,
+                    published_at,
+                    content_type,
+                    body,
+                    dead_letter_source: row.dead_letter_source,
+                    dead_lettered_at: row.dead_lettered_at,
+                    ordering_key: row.ordering_key,
+                })
+            }
+            _ => claim.used_up.push(id),
         }
-        match (row.published_at, row.content_type, row.body) {
-            (Some(published_at), Some(content_type), Some(body)) => claim.messages.push(StoredMessage {
-                id: row.id,
-                attempts: row.attempts,
-                published_at,
-                content_type,
-                body,
-                dead_letter_source: row.dead_letter_source,
-                dead_lettered_at: row.dead_lettered_at,
-                ordering_key: row.ordering_key,
-            }),
-            _ => claim.used_up.push(row.id),
-        }
+    }
+    // A claim that leased nothing holds no slot, and needs no timer.
+    if claim.messages.is_empty() {
+        claim.next_in_ms = None;
     }
     claim.messages.sort_by_key(|m| (m.published_at, m.id.0));
     Ok(claim)
@@ -246,7 +272,7 @@ pub async fn dead_letter(db: impl PgExecutor<'_>, spec: ClaimSpec, ids: &[Messag
     let moved: Vec<(MessageId,)> = sqlx::query_as(concat!(
         "with exhausted as (
              select id from messages
-             where id = any($4) and queue_id = $1 and attempts >= $3 and available_at <= now()
+             where id = any($4) and queue_id = $1 and attempts >= $3 and not running and available_at <= now()
              for update skip locked),
          ",
         dead_letter_ctes!(),
@@ -296,7 +322,8 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
              for update of m),
          exhausted as (select id from current where used_up),
          retried as (
-             update messages m set available_at = now() + make_interval(secs => c.delay), leased = false
+             update messages m
+             set available_at = clock_timestamp() + make_interval(secs => c.delay), leased = false, running = false
              from current c where m.id = c.id and not c.used_up
              returning m.id),
          ",
@@ -343,7 +370,7 @@ pub async fn extend(
     let rows: Vec<(Option<MessageId>, Option<i32>)> = sqlx::query_as(
         "with target as (select id from queues where account_id = $1 and id = $2),
          extended as (
-             update messages m set available_at = now() + make_interval(secs => r.ms::float8 / 1000)
+             update messages m set available_at = clock_timestamp() + make_interval(secs => r.ms::float8 / 1000), running = true
              from unnest($3::uuid[], $4::int4[], $5::int8[]) as r(id, attempt, ms)
              where m.queue_id = (select id from target) and m.id = r.id and m.attempts = r.attempt and m.leased
              returning m.id, m.attempts)
@@ -373,7 +400,8 @@ pub async fn release(
     let ids: Vec<MessageId> = leases.iter().map(|(id, _)| *id).collect();
     let attempts: Vec<i32> = leases.iter().map(|(_, a)| *a).collect();
     let done = sqlx::query(
-        "update messages m set available_at = now(), leased = false, attempts = m.attempts - 1
+        "update messages m set available_at = clock_timestamp(), leased = false, running = false,
+             attempts = m.attempts - 1
          from unnest($2::uuid[], $3::int4[]) as r(id, attempt)
          where m.queue_id = $1 and m.id = r.id and m.attempts = r.attempt and m.leased",
     )
@@ -385,7 +413,7 @@ pub async fn release(
     Ok(done.rows_affected())
 }
 
-/// The first messages in delivery order, without leasing them.
+/// The first messages in delivery order, without leasing them: those waiting and those out on a lease.
 pub async fn peek(
     db: impl PgExecutor<'_>,
     queue: OwnedQueue,
@@ -396,9 +424,17 @@ pub async fn peek(
         "select m.id, m.attempts, m.published_at, b.content_type, b.body,
                 (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
                 m.ordering_key
-         from messages m join message_bodies b on b.id = m.id
-         where m.queue_id = $1 and m.published_at > now() - make_interval(secs => $3)
-         order by m.available_at, m.id
+         from (
+             (select id, available_at from messages
+              where queue_id = $1 and not running and published_at > now() - make_interval(secs => $3)
+              order by available_at, id limit $2)
+             union all
+             (select id, available_at from messages
+              where running and queue_id = $1 and published_at > now() - make_interval(secs => $3)
+              order by available_at, id limit $2)) p
+         join messages m on m.id = p.id
+         join message_bodies b on b.id = m.id
+         order by p.available_at, p.id
          limit $2",
     )
     .bind(queue.id())
@@ -447,8 +483,8 @@ pub async fn wait_on(pool: &PgPool, queue: QueueId, seconds: i64) -> Result<(), 
     Ok(())
 }
 
-/// Milliseconds until the queue's next delayed or leased message becomes visible, if it has one (a
-/// long-polling pull's timer). Walks the claim index from now on.
+/// Milliseconds until the queue's next delayed message becomes visible, if it has one (a long-polling
+/// pull's timer; a lease that runs out wakes the queue by the sweep). Walks `messages_ready` from now on.
 pub async fn next_visible_in_ms(
     db: impl PgExecutor<'_>,
     queue: OwnedQueue,
@@ -456,13 +492,63 @@ pub async fn next_visible_in_ms(
 ) -> Result<Option<i64>, sqlx::Error> {
     sqlx::query_scalar(
         "select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
-         where queue_id = $1 and available_at > now() and available_at < 'infinity'
+         where queue_id = $1 and not running and available_at > now() and available_at < 'infinity'
            and published_at > now() - make_interval(secs => $2)",
     )
     .bind(queue.id())
     .bind(retention_seconds as f64)
     .fetch_one(db)
     .await
+}
+
+/// What a sweep of leases that ran out did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// Queues with messages claimable again, to wake.
+    pub queues: Vec<QueueId>,
+    pub count: usize,
+    /// The earliest lease that ran out at or after the sweep's floor and is still running (locked by
+    /// another sweep, or past this one's limit), those it swept aside. Only leases that ran out are looked
+    /// at: beside a held snapshot, the leases acked before they would have run out lie ahead, where no
+    /// look should walk them.
+    pub first_running: Option<DateTime<Utc>>,
+}
+
+/// Makes claimable again up to `limit` messages whose lease ran out (their lease stays current for an
+/// ack, an extension or a retry until they are claimed again), walking `messages_running` from `floor`.
+/// Across accounts: the node's sweep, which answers no tenant.
+pub async fn sweep_ran_out(db: impl PgExecutor<'_>, floor: DateTime<Utc>, limit: i64) -> Result<Swept, sqlx::Error> {
+    type Row = (Option<QueueId>, Option<i64>, Option<DateTime<Utc>>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "with ran_out as (
+             select id from messages where running and available_at >= $1 and available_at <= now()
+             order by available_at limit $2
+             for update skip locked),
+         swept as (
+             update messages m set running = false, available_at = clock_timestamp()
+             where m.id = any(array(select id from ran_out))
+             returning m.queue_id)
+         select queue_id, count(*), null::timestamptz from swept group by queue_id
+         union all
+         select null, null, (select min(available_at) from messages
+                             where running and available_at >= $1 and available_at <= now()
+                               and id <> all(array(select id from ran_out)))",
+    )
+    .bind(floor)
+    .bind(limit)
+    .fetch_all(db)
+    .await?;
+    let mut swept = Swept::default();
+    for (queue, count, first) in rows {
+        match queue {
+            Some(queue) => {
+                swept.queues.push(queue);
+                swept.count += count.unwrap_or(0) as usize;
+            }
+            None => swept.first_running = first,
+        }
+    }
+    Ok(swept)
 }
 
 /// Deletes the given messages of the queue (a webhook's acks and purges by ref); returns the ids that were

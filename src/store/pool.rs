@@ -47,7 +47,10 @@ pub fn pool_options(size: u32) -> PgPoolOptions {
         // queue gauges' walk), and compiling those takes longer than running them.
         .after_connect(|conn, _| {
             Box::pin(async move {
+                // Named, so that a node can tell the service's transactions from any other client's
+                // (`horizon::writers_since`); and no JIT.
                 conn.execute("set jit = off").await?;
+                conn.execute(format!("set application_name = '{}'", super::horizon::APPLICATION_NAME).as_str()).await?;
                 // After a failover the address may still lead to the old primary, now a standby: a
                 // connection that can only read is refused, so requests fail with a 503 until it moves.
                 if !writable(&mut *conn).await? {

@@ -88,7 +88,7 @@ macro_rules! insert_messages {
         concat!(
             "inserted as (
          insert into messages (id, queue_id, available_at, size, published_at)
-         select m.id, m.queue_id, now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         select m.id, m.queue_id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
          join ",
             $queues,
@@ -121,7 +121,7 @@ macro_rules! insert_messages {
             $queues,
             " l on l.id = m.queue_id
          cross join lateral (
-             select now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
+             select clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
                     m.key is not null and m.id not in (select opened_by from heads) as parked) d
          where ",
             $keep,
@@ -282,11 +282,11 @@ const PUBLISH_LEASING: &str = "with live as (
          from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
          where m.queue_id in (select id from live)),
      inserted as (
-         insert into messages (id, queue_id, available_at, attempts, leased, size, published_at)
+         insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at)
          select m.id, m.queue_id,
-                case when a.leased then now() + make_interval(secs => s.lease_ms / 1000)
-                     else now() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
-                a.leased::int4, a.leased, m.size, now()
+                case when a.leased then clock_timestamp() + make_interval(secs => s.lease_ms / 1000)
+                     else clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
+                a.leased::int4, a.leased, a.leased, m.size, now()
          from (select u.*, row_number() over (partition by u.queue_id order by coalesce(u.delay, 0) <> 0, u.i) as n
                from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) with ordinality
                    as u(id, queue_id, delay, size, i)) m

@@ -63,9 +63,10 @@ pub async fn queue_page(
          -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
          -- Parked messages of ordering keys (at 'infinity') wait for their key, not for a time.
          cross join lateral (
-             select count(*) filter (where m.leased) as in_flight_count,
-                    count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = q.id and m.available_at > now() and m.available_at < 'infinity') f
+             select (select count(*) from messages m where m.running and m.queue_id = q.id) as in_flight_count,
+                    (select count(*) from messages m
+                     where m.queue_id = q.id and not m.running and m.available_at > now()
+                       and m.available_at < 'infinity') as delayed_count) f
          order by q.name"#,
         account.0,
         per_page,
@@ -104,9 +105,10 @@ pub async fn queue_state(pool: &PgPool, queue: OwnedQueue) -> Result<Option<Queu
          -- Only messages whose availability lies ahead: a walk along the claim index, not the queue.
          -- Parked messages of ordering keys (at 'infinity') wait for their key, not for a time.
          cross join lateral (
-             select count(*) filter (where m.leased) as in_flight_count,
-                    count(*) filter (where not m.leased) as delayed_count
-             from messages m where m.queue_id = q.id and m.available_at > now() and m.available_at < 'infinity') f
+             select (select count(*) from messages m where m.running and m.queue_id = q.id) as in_flight_count,
+                    (select count(*) from messages m
+                     where m.queue_id = q.id and not m.running and m.available_at > now()
+                       and m.available_at < 'infinity') as delayed_count) f
          order by q.name"#,
         queue.account().0,
         queue.id().0,

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 
 use crate::engine::activity::Activity;
 use crate::engine::backlog::BacklogCache;
+use crate::engine::floors::Floors;
 use crate::ids::QueueId;
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
@@ -62,11 +63,13 @@ pub struct Delivery {
     pool: PgPool,
     activity: Arc<Activity>,
     backlog: Arc<BacklogCache>,
+    /// Where this node's claims of each queue start (`floors`).
+    pub floors: Arc<Floors>,
 }
 
 impl Delivery {
-    pub fn new(pool: PgPool, activity: Arc<Activity>, backlog: Arc<BacklogCache>) -> Self {
-        Self { pool, activity, backlog }
+    pub fn new(pool: PgPool, activity: Arc<Activity>, backlog: Arc<BacklogCache>, floors: Arc<Floors>) -> Self {
+        Self { pool, activity, backlog, floors }
     }
 
     /// The route of a queue found by `store::consumers::delivery_target`: its consumer's delivery limit
@@ -113,7 +116,10 @@ impl Delivery {
         let mut leased = Claim::default();
         for _ in 0..MAX_CLAIMS_PER_LEASE {
             let want = limit - leased.messages.len() as i64;
-            let mut claim = store::messages::claim(&self.pool, route.spec, slot, want, visibility_ms).await?;
+            let (queue, bound) = (route.queue(), self.floors.bound());
+            let floor = self.floors.of(queue);
+            let mut claim = store::messages::claim(&self.pool, route.spec, floor, slot, want, visibility_ms).await?;
+            self.floors.claimed(queue, bound, claim.first_live);
             if !claim.used_up.is_empty() {
                 claim.exhausted = store::messages::dead_letter(&self.pool, route.spec, &claim.used_up).await?;
             }
