@@ -32,6 +32,7 @@ pub struct Metrics {
     pub long_poll_wakeups: IntCounterVec,
     pub publish_wakeups: IntCounterVec,
     pub long_poll_looks_skipped: IntCounter,
+    pub long_poll_looks: IntCounter,
     pub publishes_held_back: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
@@ -180,6 +181,12 @@ impl Default for Metrics {
                 "skiplock_publish_wakeups_total",
                 "Publishes to queues webhook consumers read, by whom they woke: this_node (its own worker, in-process) or all_nodes (NOTIFY: the node's worker was busy, stopping or absent).",
                 &["to"],
+            ),
+            long_poll_looks: counter(
+                &r,
+                "skiplock_long_poll_looks_total",
+                "Looks of long-polling pulls at their queue that leased nothing (each a claim and a look for the \
+                 next delayed message).",
             ),
             long_poll_looks_skipped: counter(
                 &r,

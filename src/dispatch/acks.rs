@@ -1,11 +1,11 @@
 //! Group commit for webhook acks. A batch whose receiver acked every message hands its acks to one
 //! collector, which gathers the batches answered within a few milliseconds of the first and applies
-//! them, and gives their dispatch slots back, with one statement. At a trickle every batch is a message
-//! or two, and an ack statement of its own was the costliest statement per message on the push path;
-//! nobody waits on an ack's answer but the batch's own task, so the gathering delays no receiver. It
-//! would delay the next delivery where that waits on this ack (a batch with ordering keys, whose next
-//! messages the ack lets go, or one holding its consumer's last free dispatch slot): such a batch is
-//! applied at once, with whatever else is waiting.
+//! them with one statement. At a trickle every batch is a message or two, and an ack statement of its
+//! own was the costliest statement per message on the push path; nobody waits on an ack's answer but the
+//! batch's own task (its dispatch slot is free again as soon as the receiver answered), so the gathering
+//! delays no receiver. It would delay the next delivery where that waits on this ack (a batch with
+//! ordering keys, whose next messages the ack lets go): such a batch is applied at once, with whatever
+//! else is waiting.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -12,6 +12,7 @@ mod outcome;
 mod payload;
 mod share;
 pub mod signature;
+mod slots;
 mod worker;
 
 use outcome::Reading;
@@ -24,13 +25,14 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use crate::engine::delivery::{Answer, Route, RouteSettings};
+use crate::engine::slots::SlotPool;
 use crate::engine::wakeups::Offer;
 use crate::engine::Engine;
 use crate::ids::{ConsumerId, MessageId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::store::dispatch::WebhookConsumerRow;
-use crate::store::messages::{AckedBatch, HeldSlot, SlotRequest, StoredMessage};
+use crate::store::messages::{AckedBatch, StoredMessage};
 use crate::store::owned::OwnedQueue;
 use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 use crate::store::{self};
@@ -69,6 +71,11 @@ pub struct Dispatcher {
     settings: DispatchSettings,
     /// Consumers whose dispatch slots exist for their current max_concurrency.
     slots_made: std::sync::Mutex<std::collections::HashSet<(ConsumerId, i32)>>,
+    /// The dispatch slots this node holds, per consumer (`engine::slots`), and the id it holds them as.
+    slots: std::sync::Mutex<std::collections::HashMap<ConsumerId, Arc<SlotPool>>>,
+    node: uuid::Uuid,
+    /// Each active consumer's `max_concurrency`, as the last read of the consumers found it.
+    max_concurrency: std::sync::Mutex<std::collections::HashMap<ConsumerId, i32>>,
     /// This node's deliveries in flight, by account.
     in_flight: Arc<share::InFlight>,
     /// Batches answered with acks alone are settled together.
@@ -132,8 +139,9 @@ impl Dispatcher {
     pub fn new(engine: Arc<Engine>, client: WebhookClient, settings: DispatchSettings) -> Self {
         let in_flight = share::InFlight::new(settings.max_in_flight);
         let acks = acks::AckCollector::start(engine.delivery.clone());
-        let slots_made = Default::default();
-        Self { engine, client, settings, slots_made, in_flight, acks }
+        let (slots_made, slots, node) = (Default::default(), Default::default(), uuid::Uuid::new_v4());
+        let max_concurrency = Default::default();
+        Self { engine, client, settings, slots_made, slots, node, max_concurrency, in_flight, acks }
     }
 
     /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.
@@ -166,40 +174,85 @@ impl Dispatcher {
         let terms = LeaseOffer {
             queue: c.queue.id(),
             consumer: c.id,
-            max_concurrency: c.max_concurrency,
+            // Set aside from `slots` by the publish that takes the offer up.
+            slot: -1,
             lease_ms: self.lease().as_millis() as i64,
             batch_size: c.batch_size,
         };
-        c.max_wait.is_zero().then(|| Offer { terms, hand: hand.clone() })
+        c.max_wait.is_zero().then(|| Offer { terms, slots: self.slots_of(c.id), hand: hand.clone() })
     }
 
-    /// A batch of messages a publish leased for a consumer whose route is `route`, as its claim would
-    /// have found them.
-    fn adopt(&self, route: Route, leased: LeasedAtPublish) -> Batch {
-        let claim = self.engine.delivery.adopt(&route, leased);
-        let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
-        Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route }
+    /// The dispatch slots this node holds for consumer `consumer`.
+    fn slots_of(&self, consumer: ConsumerId) -> Arc<SlotPool> {
+        let mut slots = self.slots.lock().expect("slots lock");
+        slots.entry(consumer).or_insert_with(|| Arc::new(SlotPool::new(consumer))).clone()
     }
 
-    /// Claims up to a batch for `c`, taking one of its dispatch slots; empty when nothing is ready
-    /// or every slot is taken.
-    pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
-        let route = self.route(c).await?;
-        let lease_ms = self.lease().as_millis() as i64;
-        let slot = SlotRequest { consumer: c.id, max_concurrency: c.max_concurrency, hold_ms: lease_ms };
+    /// A dispatch slot for `c`'s next batch: one this node holds free, or else one more taken from the
+    /// database while the node holds fewer than `max_concurrency`. None when every slot is in use.
+    async fn take_slot(&self, c: &WebhookConsumer) -> Result<Option<i32>, sqlx::Error> {
+        let pool = self.slots_of(c.id);
+        if let Some(slot) = pool.take_free(c.max_concurrency) {
+            return Ok(Some(slot));
+        }
+        if pool.held() >= c.max_concurrency.max(1) as usize {
+            return Ok(None);
+        }
         let key = (c.id, c.max_concurrency);
         if !self.slots_made.lock().expect("slots lock").contains(&key) {
             store::dispatch::ensure_slots(&self.engine.pool, c.id, c.max_concurrency).await?;
             self.slots_made.lock().expect("slots lock").insert(key);
         }
-        let claim = self.engine.delivery.lease(&route, Some(slot), c.batch_size, lease_ms).await?;
+        let hold_ms = self.lease().as_millis() as i64;
+        let taken = store::dispatch::take_slot(&self.engine.pool, c.id, c.max_concurrency, self.node, hold_ms).await?;
+        if let Some(slot) = taken {
+            pool.taken(slot);
+        }
+        Ok(taken)
+    }
+
+    /// A batch of messages a publish leased for a consumer whose route is `route`, as its claim would
+    /// have found them.
+    fn adopt(&self, route: Route, leased: LeasedAtPublish) -> Batch {
+        let slot = Some(leased.slot);
+        let claim = self.engine.delivery.adopt(&route, leased);
+        let (messages, secrets) = (claim.messages, claim.secrets);
+        Batch { messages, slot, secrets, next_due: None, settle_at_once: false, route }
+    }
+
+    /// Claims up to a batch for `c` in one of its dispatch slots; empty when nothing is ready or every
+    /// slot is in use.
+    pub async fn claim(&self, c: &WebhookConsumer) -> Result<Batch, sqlx::Error> {
+        let route = self.route(c).await?;
+        let lease_ms = self.lease().as_millis() as i64;
+        let Some(slot) = self.take_slot(c).await? else {
+            return Ok(Batch {
+                messages: Vec::new(),
+                slot: None,
+                secrets: Vec::new(),
+                next_due: None,
+                settle_at_once: false,
+                route,
+            });
+        };
+        let claim = match self.engine.delivery.lease(&route, Some(c.id), c.batch_size, lease_ms).await {
+            Ok(claim) => claim,
+            Err(err) => {
+                self.slots_of(c.id).put_back(slot);
+                return Err(err);
+            }
+        };
+        if claim.messages.is_empty() {
+            self.slots_of(c.id).put_back(slot);
+        }
+        let slot = (!claim.messages.is_empty()).then_some(slot);
         // Exhausted messages took places in the batch that deliverable ones behind them may want: now.
         let next_due = (!claim.messages.is_empty()).then(|| {
             let next_ms = claim.next_in_ms.map_or(lease_ms, |next| next.clamp(0, lease_ms));
             Duration::from_millis(if claim.exhausted > 0 { 0 } else { next_ms as u64 })
         });
         let settle_at_once = claim.messages.iter().any(|m| m.ordering_key.is_some());
-        let (messages, slot, secrets) = (claim.messages, claim.slot, claim.secrets);
+        let (messages, secrets) = (claim.messages, claim.secrets);
         Ok(Batch { messages, slot, secrets, next_due, settle_at_once, route })
     }
 
@@ -213,7 +266,7 @@ impl Dispatcher {
         Ok(Some(self.deliver(c, batch).await))
     }
 
-    /// POSTs the batch, applies the answer and gives the slot back.
+    /// POSTs the batch, gives its slot back once the receiver answered, and applies the answer.
     pub async fn deliver(&self, c: &WebhookConsumer, batch: Batch) -> Outcome {
         let (body, ids) = payload::encode(&self.engine.signer, c, &batch.messages);
         let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
@@ -232,27 +285,28 @@ impl Dispatcher {
         let reply = self.client.post(&c.url, &headers, body).await;
         let elapsed = started.elapsed().as_secs_f64();
         metrics.batches_in_flight.dec();
-        let (outcome, released) = self.settle(c, &batch, &ids, reply).await;
+        // The batch is no longer at the receiver: its slot may carry the next one while its messages,
+        // still leased, wait for the answer to be applied.
+        if let Some(slot) = batch.slot {
+            self.slots_of(c.id).put_back(slot);
+        }
+        let outcome = self.settle(c, &batch, &ids, reply).await;
         metrics.deliveries.with_label_values(&[outcome.kind.as_str()]).inc();
         metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed);
-        if let Some(slot) = batch.slot.filter(|_| !released) {
-            if let Err(err) = store::dispatch::release_slot(&self.engine.pool, c.id, slot).await {
-                tracing::warn!(error = %err, consumer = %c.id, "releasing a dispatch slot failed; it expires by itself");
-            }
-        }
         outcome
     }
 
     /// Gives a batch's leases back untouched (shutdown before the receiver answered, or a batch a publish
     /// leased that this node cannot deliver now), for any node to claim.
     pub async fn release(&self, c: &WebhookConsumer, leases: &[(MessageId, i32)], slot: Option<i32>) {
-        let slot = slot.map(|slot| HeldSlot { consumer: c.id, slot });
-        self.engine.delivery.give_back(c.queue, leases, slot).await;
+        self.engine.delivery.give_back(c.queue, leases).await;
+        if let Some(slot) = slot {
+            self.slots_of(c.id).put_back(slot);
+        }
     }
 
-    /// Turns the reply into acks and retries and applies them; true when the batch's slot went back with
-    /// them.
-    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> (Outcome, bool) {
+    /// Turns the reply into acks and retries and applies them.
+    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> Outcome {
         let messages = &batch.messages;
         let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let Reading { kind, decisions, failure, floor } = outcome::read(reply, &id_refs);
@@ -269,20 +323,19 @@ impl Dispatcher {
             tracing::info!(consumer = %c.id, queue = %c.queue.id(), messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
         let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
-        // Acks alone, the common answer, go with other batches' acks and give the slot back with them.
+        // Acks alone, the common answer, go with other batches' acks.
         if answers.iter().all(|a| a.decision == Decision::Ack) {
-            let slot = batch.slot.map(|slot| HeldSlot { consumer: c.id, slot });
             let ids = answers.iter().map(|a| a.id).collect();
-            let acked = AckedBatch { queue: c.queue, ids, slot };
+            let acked = AckedBatch { queue: c.queue, ids };
             return match self.acks.ack(acked, batch.settle_at_once).await {
-                Ok(Some(gone)) => (Outcome { acked: gone.len(), ..outcome }, true),
+                Ok(Some(gone)) => Outcome { acked: gone.len(), ..outcome },
                 Ok(None) => {
                     tracing::info!(queue = %c.queue.id(), "the queue was deleted during a delivery");
-                    (outcome, true)
+                    outcome
                 }
                 Err(err) => {
                     tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves");
-                    (outcome, false)
+                    outcome
                 }
             };
         }
@@ -296,6 +349,6 @@ impl Dispatcher {
                 tracing::warn!(error = %err, "applying a webhook answer failed; its leases expire by themselves")
             }
         }
-        (outcome, false)
+        outcome
     }
 }

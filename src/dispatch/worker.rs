@@ -34,9 +34,12 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     // The node's listener, unless the node runs one already (a dispatcher built on its own, in tests).
     let listener = dispatcher.engine.wakeups.start_listening(dispatcher.engine.pool.clone(), stop.clone());
     let mut workers: HashMap<ConsumerId, Worker> = HashMap::new();
+    let slots = tokio::spawn(keep_slots(dispatcher.clone(), stop.clone()));
     loop {
         match dispatcher.consumers().await {
             Ok(active) => {
+                let max = active.iter().map(|(c, _)| (c.id, c.max_concurrency)).collect();
+                *dispatcher.max_concurrency.lock().expect("max lock") = max;
                 // A queue with messages ready wakes its worker: a wake-up it missed is made good here.
                 let ready: Vec<_> = active.iter().filter(|(_, ready)| *ready).map(|(c, _)| c.queue.id()).collect();
                 reconcile(&dispatcher, &mut workers, active.into_iter().map(|(c, _)| c).collect(), &stop);
@@ -57,8 +60,30 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
         worker.stop.cancel();
         let _ = worker.handle.await;
     }
+    let _ = slots.await;
+    dispatcher.give_back_all_slots().await;
     if let Some(listener) = listener {
         let _ = listener.await;
+    }
+}
+
+/// Keeps the node's dispatch slots (`slots`): idle ones given back every second, the others renewed
+/// at a third of their hold.
+async fn keep_slots(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
+    let renew_every = dispatcher.lease() / 3;
+    let mut renewed = Instant::now();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(super::slots::UPKEEP_EVERY) => {}
+        }
+        let renew = renewed.elapsed() >= renew_every;
+        let max = dispatcher.max_concurrency.lock().expect("max lock").clone();
+        match dispatcher.keep_slots(&max, renew).await {
+            Ok(()) if renew => renewed = Instant::now(),
+            Ok(()) => {}
+            Err(err) => tracing::warn!(error = %err, "keeping the dispatch slots failed; will retry"),
+        }
     }
 }
 
@@ -272,9 +297,6 @@ fn deliver(
     in_flight: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) {
-    // The consumer's last slot on this node: the next batch waits on this one's answer being applied.
-    let last_slot = in_flight.len() + 1 >= consumer.max_concurrency.max(1) as usize;
-    let batch = super::Batch { settle_at_once: batch.settle_at_once || last_slot, ..batch };
     let (dispatcher, consumer, shutdown) = (dispatcher.clone(), consumer.clone(), shutdown.clone());
     in_flight.spawn(async move {
         let grace = dispatcher.settings.shutdown_grace;

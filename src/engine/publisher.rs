@@ -41,7 +41,6 @@ use crate::error::ApiError;
 use crate::ids::{AccountId, QueueId};
 use crate::queue::message::NewMessage;
 use crate::store::messages;
-use crate::store::messages::HeldSlot;
 use crate::store::owned::OwnedQueue;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
 use crate::store::publish::{self, LeaseOffer, LeasedAtPublish, Publish, Published};
@@ -274,19 +273,28 @@ impl Connections {
 async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
     let publishes: Vec<Publish<'_>> =
         batch.jobs.iter().map(|j| Publish { queue: j.queue, messages: &j.messages }).collect();
-    let offers = wakes.here.offers(batch.jobs.iter().map(|j| j.queue.id()));
+    let taken = wakes.here.take_offers(batch.jobs.iter().map(|j| j.queue.id()));
+    let offers: Vec<LeaseOffer> = taken.iter().map(|t| t.terms).collect();
     let outcome = connections.publish(&publishes, &offers).await.map_err(Arc::new);
     drop(publishes);
-    let mut unhanded = Vec::new();
+    let (mut unhanded, mut leased_in) = (Vec::new(), HashSet::new());
     let outcome = outcome.map(|mut published| {
+        leased_in = published.leased.iter().map(|b| b.queue.id()).collect();
         unhanded = wakes.after_commit(&mut published);
         published
     });
+    // A slot set aside for messages that were not leased in it is free again; one whose messages were
+    // leased goes with them (to the worker, or back to the pool with them when it has stopped).
+    for t in taken.iter().filter(|t| !leased_in.contains(&t.terms.queue)) {
+        t.slots.put_back(t.terms.slot);
+    }
     // Before the answers, which a stopping node waits for: so they are given back before its pool closes.
     for batch in unhanded {
         let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
-        let slot = HeldSlot { consumer: batch.consumer, slot: batch.slot };
-        wakes.delivery.give_back(batch.queue, &leases, Some(slot)).await;
+        wakes.delivery.give_back(batch.queue, &leases).await;
+        if let Some(t) = taken.iter().find(|t| t.terms.queue == batch.queue.id()) {
+            t.slots.put_back(batch.slot);
+        }
     }
     for (index, job) in batch.jobs.into_iter().enumerate() {
         let answer = match &outcome {

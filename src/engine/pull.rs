@@ -202,6 +202,7 @@ impl Engine {
         if !leased.is_empty() {
             return Ok(Look::Leased(leased));
         }
+        self.metrics.long_poll_looks.inc();
         let retention = read.route.spec.retention_seconds;
         let next = crate::store::messages::next_visible_in_ms(&self.pool, pull.queue, retention).await?;
         let next_visible = next.map(|ms| Instant::now() + Duration::from_millis(ms.max(1) as u64));

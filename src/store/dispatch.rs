@@ -1,11 +1,13 @@
 //! What the webhook dispatcher reads and writes besides messages: the consumers to deliver to,
-//! whether a queue has a batch ready, and the dispatch slots that cap batches in flight.
+//! whether a queue has a batch ready, and the dispatch slots that cap batches in flight (held by nodes,
+//! `engine::slots`).
 //!
 //! The dispatcher is an operator-level role: it serves every account, so these reads span accounts;
 //! each consumer's work is then scoped to its own queue.
 
 use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
 
 use crate::ids::{AccountId, ConsumerId, QueueId};
 use crate::store::owned::OwnedQueue;
@@ -84,12 +86,72 @@ pub async fn ensure_slots(db: impl PgExecutor<'_>, consumer: ConsumerId, count: 
     Ok(())
 }
 
-pub async fn release_slot(db: impl PgExecutor<'_>, consumer: ConsumerId, slot: i32) -> Result<(), sqlx::Error> {
-    sqlx::query("update dispatch_slots set held_until = '-infinity' where consumer_id = $1 and slot = $2")
-        .bind(consumer)
-        .bind(slot)
-        .execute(db)
-        .await?;
+/// Takes one of the consumer's free slots (numbered under `max`) for node `node`, for `hold_ms` unless
+/// renewed; None when every one is held.
+pub async fn take_slot(
+    db: impl PgExecutor<'_>,
+    consumer: ConsumerId,
+    max: i32,
+    node: Uuid,
+    hold_ms: i64,
+) -> Result<Option<i32>, sqlx::Error> {
+    sqlx::query_scalar(
+        "update dispatch_slots s set held_until = now() + make_interval(secs => $4::float8 / 1000), holder = $3
+         where (s.consumer_id, s.slot) = (
+                   select consumer_id, slot from dispatch_slots
+                   where consumer_id = $1 and slot < $2 and held_until < now()
+                   limit 1
+                   for update skip locked)
+         returning s.slot",
+    )
+    .bind(consumer)
+    .bind(max)
+    .bind(node)
+    .bind(hold_ms as f64)
+    .fetch_optional(db)
+    .await
+}
+
+/// Holds node `node`'s slots (`consumers[i]`, `slots[i]`) for another `hold_ms`; returns those it still
+/// held (a slot whose hold ran out may have been taken by another node).
+pub async fn renew_slots(
+    db: impl PgExecutor<'_>,
+    node: Uuid,
+    consumers: &[ConsumerId],
+    slots: &[i32],
+    hold_ms: i64,
+) -> Result<Vec<(ConsumerId, i32)>, sqlx::Error> {
+    sqlx::query_as(
+        "update dispatch_slots s set held_until = now() + make_interval(secs => $4::float8 / 1000)
+         from unnest($2::uuid[], $3::int4[]) as h(consumer_id, slot)
+         where s.consumer_id = h.consumer_id and s.slot = h.slot and s.holder = $1
+         returning s.consumer_id, s.slot",
+    )
+    .bind(node)
+    .bind(consumers)
+    .bind(slots)
+    .bind(hold_ms as f64)
+    .fetch_all(db)
+    .await
+}
+
+/// Gives node `node`'s slots back, free for any node.
+pub async fn give_back_slots(
+    db: impl PgExecutor<'_>,
+    node: Uuid,
+    consumers: &[ConsumerId],
+    slots: &[i32],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "update dispatch_slots s set held_until = '-infinity', holder = null
+         from unnest($2::uuid[], $3::int4[]) as h(consumer_id, slot)
+         where s.consumer_id = h.consumer_id and s.slot = h.slot and s.holder = $1",
+    )
+    .bind(node)
+    .bind(consumers)
+    .bind(slots)
+    .execute(db)
+    .await?;
     Ok(())
 }
 

@@ -68,8 +68,6 @@ pub struct Claim {
     pub used_up: Vec<MessageId>,
     /// Of those, how many `dead_letter` moved or deleted (set by the caller that ran it).
     pub exhausted: usize,
-    /// The dispatch slot taken for these messages, when the claim asked for one.
-    pub slot: Option<i32>,
     /// The consumer's signing secrets as this claim read them (webhook claims only), so a batch
     /// claimed after a rotation answered is signed with the new secret on every node.
     pub secrets: Vec<String>,
@@ -93,27 +91,9 @@ struct ClaimRow {
     dead_lettered_at: Option<DateTime<Utc>>,
     ordering_key: Option<String>,
     first_live: Option<DateTime<Utc>>,
-    slot: Option<i32>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
     next_in_ms: Option<i64>,
-}
-
-/// A webhook claim also takes one of its consumer's dispatch slots, so that no more than
-/// `max_concurrency` batches are in flight across all nodes; without a free slot it claims nothing.
-#[derive(Debug, Clone, Copy)]
-pub struct SlotRequest {
-    pub consumer: ConsumerId,
-    pub max_concurrency: i32,
-    /// How long the slot is held if it is never released (a node that died mid-delivery).
-    pub hold_ms: i64,
-}
-
-/// A dispatch slot a webhook batch holds until its answer is applied.
-#[derive(Debug, Clone, Copy)]
-pub struct HeldSlot {
-    pub consumer: ConsumerId,
-    pub slot: i32,
 }
 
 /// How a queue's messages are claimed.
@@ -127,9 +107,8 @@ pub struct ClaimSpec {
 }
 
 /// A claim: `$1` the queue, `$2` the deliveries allowed, `$3` the batch, `$4` the lease in ms, `$5` the
-/// retention in seconds, `$6` the queue's claim floor (`ClaimFloor`); a webhook claim adds `$7` its
-/// consumer, `$8` its `max_concurrency` and `$9` how long the slot is held, and `$slot` and `$webhook` its
-/// steps and columns. Ready messages out of deliveries come back with attempts -1 (`Claim::used_up`); a last
+/// retention in seconds, `$6` the queue's claim floor (`engine::floors`); a webhook claim adds `$7` its
+/// consumer, and `$webhook` its columns. Ready messages out of deliveries come back with attempts -1 (`Claim::used_up`); a last
 /// row without a message carries what the claim learnt of the queue. Pulls have a statement of their own
 /// because PostgreSQL plans a claim at every call (see `docs/design-notes.md`, "The claim's plan, made at
 /// every call"), and the webhook's steps more than doubled that planning.
@@ -137,10 +116,9 @@ pub struct ClaimSpec {
 /// The claim walks `messages_ready` from the floor, not from the queue's first entry: beside a held
 /// snapshot, every message claimed or acked since leaves an entry there that no vacuum may remove, and a
 /// walk from the start would cross them all. `first_live` is the earliest message waiting at or after the
-/// floor, those this claim leased aside (rows locked by other claims, and those a webhook claim without a
-/// free slot locked but left, are counted), for the next floor.
+/// floor, those this claim leased aside (rows locked by other claims are counted), for the next floor.
 macro_rules! claim_statement {
-    ($slot:literal, $claimed_if:literal, $webhook:literal) => {
+    ($webhook:literal) => {
         concat!(
             "with candidates as (
                  select id, attempts from messages
@@ -149,25 +127,21 @@ macro_rules! claim_statement {
                  order by available_at, id
                  limit $3
                  for update skip locked),
-             exhausted as (select id from candidates where attempts >= $2),",
-            $slot,
-            "
+             exhausted as (select id from candidates where attempts >= $2),
              claimed as (
                  update messages m
                  set available_at = clock_timestamp() + make_interval(secs => $4::float8 / 1000),
                      attempts = m.attempts + 1, leased = true, running = true
-                 where m.id = any(array(select id from candidates where attempts < $2))",
-            $claimed_if,
-            "
+                 where m.id = any(array(select id from candidates where attempts < $2))
                  returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at, m.ordering_key)
              select c.id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
-                    c.dead_lettered_at, c.ordering_key, null::timestamptz as first_live, null::int4 as slot,
+                    c.dead_lettered_at, c.ordering_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b on b.id = c.id
              union all
-             select id, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
+             select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
              select null, null, null, null, null, null, null, null,
                     (select min(available_at) from messages
@@ -180,26 +154,13 @@ macro_rules! claim_statement {
     };
 }
 
-/// A pull's claim: no dispatch slot, secrets or timer to read.
-const CLAIM_FOR_PULL: &str = claim_statement!("", "", "null, null, null, null");
+/// A pull's claim: no secrets or timer to read.
+const CLAIM_FOR_PULL: &str = claim_statement!("null, null, null");
 
-/// A webhook's claim takes a dispatch slot, or claims nothing without one; it reads the consumer's
-/// signing secrets and when the queue's next delayed message becomes visible.
+/// A webhook's claim (the batch's dispatch slot is taken beforehand, `engine::slots`) reads the
+/// consumer's signing secrets and when the queue's next delayed message becomes visible.
 const CLAIM_FOR_WEBHOOK: &str = claim_statement!(
-    "
-     slot as (
-         update dispatch_slots s set held_until = now() + make_interval(secs => $9::float8 / 1000)
-         where (s.consumer_id, s.slot) = (
-                   select consumer_id, slot from dispatch_slots
-                   where consumer_id = $7 and slot < $8 and held_until < now()
-                   limit 1
-                   for update skip locked)
-           and exists (select 1 from candidates where attempts < $2)
-         returning s.slot),",
-    "
-                   and exists (select 1 from slot)",
-    "(select slot from slot),
-                    (select signing_secret from consumers where id = $7),
+    "(select signing_secret from consumers where id = $7),
                     (select previous_signing_secret from consumers
                      where id = $7 and previous_secret_expires_at > now()),
                     (select ceil(extract(epoch from min(available_at) - now()) * 1000)::int8 from messages
@@ -215,11 +176,11 @@ pub async fn claim(
     db: impl PgExecutor<'_>,
     spec: ClaimSpec,
     floor: DateTime<Utc>,
-    slot: Option<SlotRequest>,
+    webhook: Option<ConsumerId>,
     limit: i64,
     visibility_timeout_ms: i64,
 ) -> Result<Claim, sqlx::Error> {
-    let statement = if slot.is_some() { CLAIM_FOR_WEBHOOK } else { CLAIM_FOR_PULL };
+    let statement = if webhook.is_some() { CLAIM_FOR_WEBHOOK } else { CLAIM_FOR_PULL };
     let query = sqlx::query_as::<_, ClaimRow>(statement)
         .bind(spec.queue.id())
         .bind(spec.max_deliveries)
@@ -227,15 +188,14 @@ pub async fn claim(
         .bind(visibility_timeout_ms as f64)
         .bind(spec.retention_seconds as f64)
         .bind(floor);
-    let query = match slot {
-        Some(slot) => query.bind(slot.consumer).bind(slot.max_concurrency).bind(slot.hold_ms as f64),
+    let query = match webhook {
+        Some(consumer) => query.bind(consumer),
         None => query,
     };
     let rows = query.fetch_all(db).await?;
     let mut claim = Claim::default();
     for row in rows {
         let Some(id) = row.id else {
-            claim.slot = row.slot;
             claim.next_in_ms = row.next_in_ms;
             claim.secrets.extend(row.signing_secret.into_iter().chain(row.previous_signing_secret));
             claim.first_live = row.first_live;
@@ -257,7 +217,7 @@ pub async fn claim(
             _ => claim.used_up.push(id),
         }
     }
-    // A claim that leased nothing holds no slot, and needs no timer.
+    // A claim that leased nothing needs no timer.
     if claim.messages.is_empty() {
         claim.next_in_ms = None;
     }
@@ -606,16 +566,14 @@ pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) 
     Ok(Some(Acked { deleted, consumer_kind }))
 }
 
-/// A webhook batch answered with acks alone: its messages, and the dispatch slot it holds.
+/// A webhook batch answered with acks alone: its messages.
 #[derive(Debug, Clone)]
 pub struct AckedBatch {
     pub queue: OwnedQueue,
     pub ids: Vec<MessageId>,
-    pub slot: Option<HeldSlot>,
 }
 
-/// Applies the acks of many webhook batches, of any queues and accounts, and gives their dispatch slots
-/// back, in one statement. Each batch's messages are deleted only from its queue, and only if the queue
+/// Applies the acks of many webhook batches, of any queues and accounts, in one statement. Each batch's messages are deleted only from its queue, and only if the queue
 /// is its account's. Returns, per queue found, what was deleted there; a queue not found is absent.
 pub async fn ack_batches(
     db: impl PgExecutor<'_>,
@@ -631,9 +589,6 @@ pub async fn ack_batches(
             ids.push(*id);
         }
     }
-    let slots: Vec<HeldSlot> = batches.iter().filter_map(|b| b.slot).collect();
-    let consumers: Vec<ConsumerId> = slots.iter().map(|s| s.consumer).collect();
-    let numbers: Vec<i32> = slots.iter().map(|s| s.slot).collect();
     type Row = (QueueId, Option<MessageId>, Option<i32>, Option<bool>);
     let rows: Vec<Row> = sqlx::query_as(
         "with targets as (
@@ -646,18 +601,12 @@ pub async fn ack_batches(
              delete from messages m where m.id = any(array(select id from acked))
                and (m.queue_id, m.id) in (select queue_id, id from acked)
              returning m.queue_id, m.id, m.size, m.ordering_key is not null as keyed),
-         bodies as (delete from message_bodies b where b.id = any(array(select id from gone))),
-         freed as (
-             update dispatch_slots s set held_until = '-infinity'
-             from unnest($4::uuid[], $5::int4[]) as f(consumer_id, slot)
-             where s.consumer_id = f.consumer_id and s.slot = f.slot)
+         bodies as (delete from message_bodies b where b.id = any(array(select id from gone)))
          select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
     )
     .bind(&accounts)
     .bind(&queues)
     .bind(&ids)
-    .bind(&consumers)
-    .bind(&numbers)
     .fetch_all(db)
     .await?;
     let mut deleted: Vec<(QueueId, Deleted)> = Vec::new();

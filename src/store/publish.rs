@@ -21,18 +21,18 @@ pub struct Stored {
     pub all_leased: bool,
 }
 
-/// A dispatcher worker's standing offer to take its queue's next messages leased by the statement that
-/// stores them, on the terms its own claim would use.
+/// A dispatcher worker's offer to take its queue's next messages leased by the statement that stores
+/// them, on the terms its own claim would use, in a dispatch slot it holds and has set aside for them.
 #[derive(Debug, Clone, Copy)]
 pub struct LeaseOffer {
     pub queue: QueueId,
     pub consumer: ConsumerId,
-    pub max_concurrency: i32,
+    pub slot: i32,
     pub lease_ms: i64,
     pub batch_size: i64,
 }
 
-/// Messages a publish stored leased to an offering worker, holding one of its consumer's dispatch slots.
+/// Messages a publish stored leased to an offering worker, in the dispatch slot its offer set aside.
 #[derive(Debug)]
 pub struct LeasedAtPublish {
     pub queue: OwnedQueue,
@@ -247,35 +247,23 @@ macro_rules! publish_any_keys {
 /// Publishes without keys to queues some of whose dispatcher workers on this node offer to take their
 /// messages (`$10`-`$14`, one entry per `LeaseOffer`). A claim of such a queue right after the commit
 /// would find just these messages; so, as that claim would, the statement stores the queue's first
-/// messages that are due now, up to a batch, leased to the worker (a first delivery under way), and takes
-/// one of its consumer's free dispatch slots for them. A queue that is paused, delays its messages or has
-/// no free slot stores them as any publish does. `offers` is evaluated once, after `offered` has kept
-/// only the queues that lease: its SKIP LOCKED look locks one slot per such offer and no other. The consumer's secrets are read as a claim reads them, so that a batch stored after
-/// a rotation answered is signed with the new secret.
+/// messages that are due now, up to a batch, leased to the worker (a first delivery under way) in the
+/// dispatch slot its offer set aside. A queue that is paused or delays its messages stores them as any
+/// publish does. The consumer's secrets are read as a claim reads them, so that a batch stored after a
+/// rotation answered is signed with the new secret.
 const PUBLISH_LEASING: &str = "with live as (
          select q.id, q.delivery_delay, q.delivery_paused from queues q
          where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
-     offered as materialized (
-         select o.* from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
-             as o(queue_id, consumer_id, max_concurrency, lease_ms, batch_size)
+     slots as materialized (
+         select o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
+                case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
+                    as previous_signing_secret
+         from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
+             as o(queue_id, consumer_id, slot, lease_ms, batch_size)
          join live l on l.id = o.queue_id and not l.delivery_paused and l.delivery_delay = 0
+         join consumers c on c.id = o.consumer_id
          where exists (select 1 from unnest($4::uuid[], $7::int8[]) as m(queue_id, delay)
                        where m.queue_id = o.queue_id and coalesce(m.delay, 0) = 0)),
-     offers as materialized (
-         select o.queue_id, f.consumer_id, f.slot, o.lease_ms, o.batch_size
-         from offered o
-         cross join lateral (
-             select d.consumer_id, d.slot from dispatch_slots d
-             where d.consumer_id = o.consumer_id and d.slot < o.max_concurrency and d.held_until < now()
-             limit 1
-             for update skip locked) f),
-     slots as (
-         update dispatch_slots s set held_until = now() + make_interval(secs => o.lease_ms / 1000)
-         from offers o join consumers c on c.id = o.consumer_id
-         where (s.consumer_id, s.slot) = (o.consumer_id, o.slot)
-         returning o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
-                   case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
-                       as previous_signing_secret),
      bodies as (
          insert into message_bodies (id, content_type, body)
          select m.id, m.content_type, m.body
@@ -387,7 +375,7 @@ pub async fn publish(
         query(PUBLISH_LEASING)
             .bind(offers.iter().map(|o| o.queue).collect::<Vec<_>>())
             .bind(offers.iter().map(|o| o.consumer).collect::<Vec<_>>())
-            .bind(offers.iter().map(|o| o.max_concurrency).collect::<Vec<_>>())
+            .bind(offers.iter().map(|o| o.slot).collect::<Vec<_>>())
             .bind(offers.iter().map(|o| o.lease_ms as f64).collect::<Vec<_>>())
             .bind(offers.iter().map(|o| o.batch_size).collect::<Vec<_>>())
             .fetch_all(&mut *conn)

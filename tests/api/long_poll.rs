@@ -28,12 +28,12 @@ fn wakeups(app: &TestApp, cause: &str) -> u64 {
     app.metrics.long_poll_wakeups.with_label_values(&[cause]).get()
 }
 
-/// Waits until this node's one pull is waiting and has had the look again that follows a fresh mark, so
-/// that only a notification can wake it before its deadline.
+/// Waits until this node's one pull is waiting and has had the look again that follows a fresh mark, and
+/// that look found nothing, so that only a notification can wake it before its deadline.
 async fn until_waiting_after_recheck(app: &TestApp) {
     until_waiting(app, 1).await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while wakeups(app, "recheck") == 0 {
+    while wakeups(app, "recheck") == 0 || app.metrics.long_poll_looks.get() < 2 {
         assert!(Instant::now() < deadline, "no look again after the mark was written");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

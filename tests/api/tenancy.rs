@@ -296,7 +296,7 @@ async fn only_its_account_owns_a_queue_and_grouped_acks_delete_from_their_own_qu
     let owned = owners.resolve(&pool, app.account, queue_id).await.unwrap().expect("its account owns it");
     let other = app.pull_queue("other", json!({})).await;
     let other = owners.resolve(&pool, app.account, QueueId::from_str(&other).unwrap()).await.unwrap().unwrap();
-    let batch = |queue, ids: &[MessageId]| AckedBatch { queue, ids: ids.to_vec(), slot: None };
+    let batch = |queue, ids: &[MessageId]| AckedBatch { queue, ids: ids.to_vec() };
     let found = ack_batches(&pool, &[batch(other, &ids[..1]), batch(owned, &ids[1..])]).await.unwrap();
     assert_eq!(found.len(), 2, "both queues are found");
     let of = |q: QueueId| found.iter().find(|(id, _)| *id == q).map(|(_, d)| d.ids.clone()).unwrap();

@@ -11,11 +11,12 @@ use sqlx::PgPool;
 use crate::engine::activity::Activity;
 use crate::engine::backlog::BacklogCache;
 use crate::engine::floors::Floors;
+use crate::ids::ConsumerId;
 use crate::ids::QueueId;
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, DEFAULT_MAX_RETRIES};
 use crate::store::consumers::DeliveryTarget;
-use crate::store::messages::{AckedBatch, Claim, ClaimSpec, Extension, HeldSlot, Retry, SlotRequest};
+use crate::store::messages::{AckedBatch, Claim, ClaimSpec, Extension, Retry};
 use crate::store::owned::OwnedQueue;
 use crate::store::{self};
 
@@ -103,13 +104,13 @@ impl Delivery {
         Ok(Route { kind: s.kind, spec, retry: s.retry })
     }
 
-    /// Leases up to `limit` messages for `visibility_ms`. Without a dispatch slot, claims again while
-    /// exhausted messages were dead-lettered in place of deliverable ones; a webhook claim holds one
-    /// slot, so it claims once.
+    /// Leases up to `limit` messages for `visibility_ms`, for the webhook consumer `webhook` (whose claim
+    /// reads its signing secrets) or a pull. A pull claims again while exhausted messages were dead-lettered
+    /// in place of deliverable ones; a webhook claim fills one batch in one slot, so it claims once.
     pub async fn lease(
         &self,
         route: &Route,
-        slot: Option<SlotRequest>,
+        webhook: Option<ConsumerId>,
         limit: i64,
         visibility_ms: i64,
     ) -> Result<Claim, sqlx::Error> {
@@ -118,20 +119,19 @@ impl Delivery {
             let want = limit - leased.messages.len() as i64;
             let (queue, bound) = (route.queue(), self.floors.bound());
             let floor = self.floors.of(queue);
-            let mut claim = store::messages::claim(&self.pool, route.spec, floor, slot, want, visibility_ms).await?;
+            let mut claim = store::messages::claim(&self.pool, route.spec, floor, webhook, want, visibility_ms).await?;
             self.floors.claimed(queue, bound, claim.first_live);
             if !claim.used_up.is_empty() {
                 claim.exhausted = store::messages::dead_letter(&self.pool, route.spec, &claim.used_up).await?;
             }
             self.exhausted(route, claim.exhausted);
             leased.exhausted += claim.exhausted;
-            leased.slot = leased.slot.or(claim.slot);
             leased.next_in_ms = leased.next_in_ms.or(claim.next_in_ms);
             if leased.secrets.is_empty() {
                 leased.secrets = claim.secrets;
             }
             leased.messages.extend(claim.messages);
-            if slot.is_some() || claim.used_up.is_empty() || leased.messages.len() as i64 >= limit {
+            if webhook.is_some() || claim.used_up.is_empty() || leased.messages.len() as i64 >= limit {
                 break;
             }
         }
@@ -143,7 +143,7 @@ impl Delivery {
     /// `store::publish::LeaseOffer`), recording them as a claim's would be.
     pub fn adopt(&self, route: &Route, leased: store::publish::LeasedAtPublish) -> Claim {
         self.activity.delivered(route.kind, leased.messages.len());
-        Claim { messages: leased.messages, slot: Some(leased.slot), secrets: leased.secrets, ..Claim::default() }
+        Claim { messages: leased.messages, secrets: leased.secrets, ..Claim::default() }
     }
 
     /// Applies a batch's answers. None when the account has no such queue. `route` is needed only when
@@ -212,15 +212,11 @@ impl Delivery {
 
     /// Gives leases back untouched (a delivery abandoned before its receiver answered, or messages a
     /// publish leased for a worker that stopped): the messages are available again at once without the
-    /// abandoned delivery counting against their retries, the dispatch slot is freed, and the dispatchers
-    /// of every node are woken for them. Should this fail, the lease and the slot's hold run out by
-    /// themselves, as after a crash.
-    pub async fn give_back(&self, queue: OwnedQueue, leases: &[(MessageId, i32)], slot: Option<HeldSlot>) {
+    /// abandoned delivery counting against their retries, and the dispatchers of every node are woken for
+    /// them. Should this fail, the lease runs out by itself, as after a crash.
+    pub async fn give_back(&self, queue: OwnedQueue, leases: &[(MessageId, i32)]) {
         let given_back = async {
             store::messages::release(&self.pool, queue, leases).await?;
-            if let Some(slot) = slot {
-                store::dispatch::release_slot(&self.pool, slot.consumer, slot.slot).await?;
-            }
             store::messages::wake(&self.pool, &[queue.id()], true).await
         };
         if let Err(err) = given_back.await {

@@ -20,6 +20,7 @@ use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
+use crate::engine::slots::SlotPool;
 use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::store::consumers::CHANGES_CHANNEL;
@@ -109,11 +110,20 @@ pub struct Wakeups {
 }
 
 /// A dispatcher worker's offer to take its queue's messages as a publish on this node stores them: the
-/// terms of its claim, and where to hand them.
+/// terms of its claim (`LeaseOffer`'s slot aside), the dispatch slots it holds, one of which a publish
+/// sets aside for the messages, and where to hand them.
 #[derive(Clone)]
 pub struct Offer {
     pub terms: LeaseOffer,
+    pub slots: Arc<SlotPool>,
     pub hand: mpsc::UnboundedSender<LeasedAtPublish>,
+}
+
+/// An offer a publish took up, with the slot set aside for it: given back to `slots` unless the publish
+/// leased messages in it.
+pub struct TakenOffer {
+    pub terms: LeaseOffer,
+    pub slots: Arc<SlotPool>,
 }
 
 /// One waiting pull's place; dropping it leaves the wait.
@@ -172,14 +182,21 @@ impl Wakeups {
         };
     }
 
-    /// The offers of this node's workers of `queues`, for a publish to lease their messages with.
-    pub fn offers(&self, queues: impl IntoIterator<Item = QueueId>) -> Vec<LeaseOffer> {
+    /// The offers of this node's workers of `queues` that hold a free dispatch slot, each with one set
+    /// aside, for a publish to lease their messages with.
+    pub fn take_offers(&self, queues: impl IntoIterator<Item = QueueId>) -> Vec<TakenOffer> {
         let waiting = self.waiting.lock().expect("wakeups lock");
-        let mut offers: Vec<LeaseOffer> =
-            queues.into_iter().filter_map(|queue| waiting.offers.get(&queue)).map(|offer| offer.terms).collect();
-        offers.sort_by_key(|offer| offer.queue.0);
-        offers.dedup_by_key(|offer| offer.queue);
-        offers
+        let mut queues: Vec<QueueId> = queues.into_iter().collect();
+        queues.sort_by_key(|queue| queue.0);
+        queues.dedup();
+        queues
+            .into_iter()
+            .filter_map(|queue| waiting.offers.get(&queue))
+            .filter_map(|offer| {
+                let slot = offer.slots.take_free(i32::MAX)?;
+                Some(TakenOffer { terms: LeaseOffer { slot, ..offer.terms }, slots: offer.slots.clone() })
+            })
+            .collect()
     }
 
     /// Hands messages a publish leased to the worker that offered to take them; gives them back when that
