@@ -119,6 +119,20 @@ mod tests {
     }
 
     #[test]
+    fn retry_delays_of_up_to_24_hours_are_accepted() {
+        let accepted = r#"{"actions": [{"type": "retry", "id": "a", "delay_seconds": 86400}, {"type": "retry_all", "delay_seconds": 86400}]}"#;
+        let decided = resolve(&actions(accepted), &BATCH);
+        assert!(BATCH.iter().all(|id| decided[id] == Decision::Retry(Some(86_400))));
+        for refused in [
+            r#"{"actions": [{"type": "retry", "id": "a", "delay_seconds": 86401}]}"#,
+            r#"{"actions": [{"type": "retry_all", "delay_seconds": 86401}]}"#,
+        ] {
+            let why = parse(refused.as_bytes()).unwrap_err();
+            assert!(why.contains("delay_seconds") && why.contains("86400"), "{why}");
+        }
+    }
+
+    #[test]
     fn malformed_actions_fail_the_delivery() {
         for body in [
             r#"{"actions": "ack"}"#,

@@ -330,8 +330,10 @@ mod tests {
         assert!(prepare(input(&obj, Some("text"), None), None).is_err());
         let bad = raw(json!("not base64!"));
         assert!(prepare(input(&bad, Some("bytes"), None), None).is_err());
-        let err = prepare(input(&obj, None, Some(43_201)), None).unwrap_err();
+        let err = prepare(input(&obj, None, Some(86_401)), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::Delay);
+        assert!(err.message.contains("message.delay_seconds"), "{}", err.message);
+        assert_eq!(prepare(input(&obj, None, Some(86_400)), None).unwrap().delay_seconds, Some(86_400), "24 hours");
         assert!(prepare(input(&obj, Some("v8"), None), None).unwrap_err().message.contains("v8"));
     }
 

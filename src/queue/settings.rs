@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{in_range, invalid, Invalid};
 
-pub const MAX_DELAY_SECONDS: i64 = 43_200;
+/// The longest delay of any kind (publish, queue delivery delay, retry, backoff cap, webhook answer):
+/// 24 hours, since Cloudflare raised it from 12 in 2026.
+pub const MAX_DELAY_SECONDS: i64 = 86_400;
 pub const DEFAULT_RETENTION_SECONDS: i64 = 345_600;
 pub const MIN_RETENTION_SECONDS: i64 = 60;
 pub const MAX_RETENTION_SECONDS: i64 = 1_209_600;

@@ -86,7 +86,7 @@ async fn bad_consumer_bodies_are_400s_that_create_nothing(pool: PgPool) {
         (json!({"type": "http_pull", "settings": {"batch_size": 0}}), "batch_size"),
         (json!({"type": "http_pull", "settings": {"batch_size": 101}}), "batch_size"),
         (json!({"type": "http_pull", "settings": {"max_retries": 101}}), "max_retries"),
-        (json!({"type": "http_pull", "settings": {"retry_delay": 43201}}), "retry_delay"),
+        (json!({"type": "http_pull", "settings": {"retry_delay": 86401}}), "retry_delay"),
         (json!({"type": "http_pull", "settings": {"visibility_timeout_ms": 0}}), "visibility_timeout_ms"),
         (json!({"type": "http_pull", "settings": {"visibility_timeout_ms": 43200001}}), "visibility_timeout_ms"),
         (json!({"type": "http_pull", "settings": {"max_wait_time_ms": 10}}), "max_wait_time_ms"),

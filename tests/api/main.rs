@@ -10,6 +10,7 @@ mod clients;
 mod consumers;
 mod counts;
 mod dashboard;
+mod delays;
 mod dispatch_wakeups;
 mod durability;
 mod extend;

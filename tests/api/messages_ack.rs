@@ -139,7 +139,7 @@ async fn an_invalid_value_in_an_ack_request_applies_nothing(pool: PgPool) {
     let got = app.pull(&q, json!({})).await;
     let body = json!({
         "acks": [{"lease_id": lease(&got[0])}],
-        "retries": [{"lease_id": lease(&got[1]), "delay_seconds": 43201}],
+        "retries": [{"lease_id": lease(&got[1]), "delay_seconds": 86401}],
     });
     let resp = app.post(&format!("queues/{q}/messages/ack"), body).await;
     assert!(resp.expect_error(400).contains("retries[0].delay_seconds"));

@@ -130,10 +130,10 @@ async fn invalid_delays_are_400s_that_store_nothing(pool: PgPool) {
     let app = spawn_app(pool).await;
     let q = app.create_queue("orders").await;
     for (path, body) in [
-        ("messages", json!({"body": 1, "delay_seconds": 43201})),
+        ("messages", json!({"body": 1, "delay_seconds": 86401})),
         ("messages", json!({"body": 1, "delay_seconds": -1})),
-        ("messages/batch", json!({"delay_seconds": 50000, "messages": [{"body": 1}]})),
-        ("messages/batch", json!({"messages": [{"body": 1}, {"body": 2, "delay_seconds": 43201}]})),
+        ("messages/batch", json!({"delay_seconds": 86401, "messages": [{"body": 1}]})),
+        ("messages/batch", json!({"messages": [{"body": 1}, {"body": 2, "delay_seconds": 86401}]})),
     ] {
         let resp = app.post(&format!("queues/{q}/{path}"), body).await;
         let message = resp.expect_error(400);

@@ -83,7 +83,7 @@ async fn an_invalid_entry_or_field_is_a_400_that_applies_nothing(pool: PgPool) {
     let ack = json!([{"lease_id": lease(&first[0])}]);
     let too_many: Vec<Value> = (0..1001).map(|_| json!({"lease_id": "x"})).collect();
     for (body, needle) in [
-        (json!({"acks": ack, "retries": [{"lease_id": "x", "delay_seconds": 43_201}]}), "retries[0].delay_seconds"),
+        (json!({"acks": ack, "retries": [{"lease_id": "x", "delay_seconds": 86_401}]}), "retries[0].delay_seconds"),
         (json!({"acks": ack, "batch_size": 0}), "batch_size"),
         (json!({"acks": ack, "visibility_timeout_ms": 0}), "visibility_timeout_ms"),
         (json!({"acks": too_many}), "at most 1000"),

@@ -39,7 +39,7 @@ async fn bad_queue_names_and_settings_are_400s_naming_the_field(pool: PgPool) {
         (json!({"queue_name": "Upper"}), "queue_name"),
         (json!({"queue_name": "a".repeat(64)}), "queue_name"),
         (json!({"queue_name": 7}), "queue_name"),
-        (json!({"queue_name": "q", "settings": {"delivery_delay": 43201}}), "delivery_delay"),
+        (json!({"queue_name": "q", "settings": {"delivery_delay": 86401}}), "delivery_delay"),
         (json!({"queue_name": "q", "settings": {"delivery_delay": -1}}), "delivery_delay"),
         (json!({"queue_name": "q", "settings": {"message_retention_period": 59}}), "message_retention_period"),
         (json!({"queue_name": "q", "settings": {"message_retention_period": 1209601}}), "message_retention_period"),

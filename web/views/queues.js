@@ -15,7 +15,7 @@ export function renderQueues(root, ctx, page = 1) {
 
   // ---- create form ----
   const name = h('input', { type: 'text', required: true, maxlength: '63', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. orders' });
-  const delay = h('input', { type: 'number', min: '0', max: '43200', step: '1', inputmode: 'numeric', placeholder: '0' });
+  const delay = h('input', { type: 'number', min: '0', max: '86400', step: '1', inputmode: 'numeric', placeholder: '0' });
   const retention = h('input', { type: 'number', min: '60', max: '1209600', step: '1', inputmode: 'numeric', placeholder: '345600' });
   const createMsg = notice();
   const createBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create queue');
@@ -26,7 +26,7 @@ export function renderQueues(root, ctx, page = 1) {
     h('details', { class: 'more-settings' },
       h('summary', null, 'Settings (optional)'),
       h('div', { class: 'form-grid' },
-        field('Delivery delay (seconds)', delay, { hint: '0 to 43,200 (12 h). Default 0.' }),
+        field('Delivery delay (seconds)', delay, { hint: '0 to 86,400 (24 h). Default 0.' }),
         field('Message retention (seconds)', retention, { hint: '60 to 1,209,600 (14 days). Default 345,600 (4 days).' }))),
     createMsg.el);
 

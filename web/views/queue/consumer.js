@@ -26,7 +26,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
     const dlq = h('input', { type: 'text', maxlength: '63', spellcheck: 'false', placeholder: 'none', value: existing ? existing.dead_letter_queue : '' });
     const batch = numberInput({ min: '1', max: '100', value: settings.batch_size ?? '' });
     const retries = numberInput({ min: '0', max: '100', placeholder: '3', value: settings.max_retries ?? '' });
-    const retryDelay = numberInput({ min: '0', max: '43200', placeholder: '0', value: settings.retry_delay ?? '' });
+    const retryDelay = numberInput({ min: '0', max: '86400', placeholder: '0', value: settings.retry_delay ?? '' });
     const visibility = numberInput({ min: '1', max: '43200000', placeholder: '30000', value: settings.visibility_timeout_ms ?? '' });
     const maxWait = numberInput({ min: '0', max: '30000', placeholder: '5000', value: settings.max_wait_time_ms ?? '' });
     const concurrency = numberInput({ min: '1', max: '1000', placeholder: 'server maximum', value: settings.max_concurrency ?? '' });
@@ -58,7 +58,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
       h('div', { class: 'form-grid' },
         fBatch,
         field('Max retries', retries, { hint: '0 to 100. Default 3.' }),
-        field('Retry delay (seconds)', retryDelay, { hint: '0 to 43,200. Default 0.' }),
+        field('Retry delay (seconds)', retryDelay, { hint: '0 to 86,400. Default 0.' }),
         fVisibility, fMaxWait, fConcurrency),
       h('div', { class: 'form-actions' }, submit, cancel));
     cancel.addEventListener('click', () => render());
@@ -88,7 +88,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
         }
         put('batch_size', batch, 'Batch size', 1, 100);
         put('max_retries', retries, 'Max retries', 0, 100);
-        put('retry_delay', retryDelay, 'Retry delay', 0, 43200);
+        put('retry_delay', retryDelay, 'Retry delay', 0, 86400);
         if (type === 'webhook') {
           put('max_wait_time_ms', maxWait, 'Max wait time', 0, 30000);
           put('max_concurrency', concurrency, 'Max concurrency', 1, 1000000);

@@ -38,7 +38,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
     h('option', { value: 'json' }, 'JSON'),
     h('option', { value: 'bytes' }, 'Bytes (base64)'));
   const messageBody = h('textarea', { rows: '4', spellcheck: 'false', class: 'mono', placeholder: 'Hello from the dashboard' });
-  const sendDelay = numberInput({ min: '0', max: '43200', placeholder: 'queue default' });
+  const sendDelay = numberInput({ min: '0', max: '86400', placeholder: 'queue default' });
   const sendKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
   const sendBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Send message');
   const sendMsg = notice();
@@ -46,7 +46,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
     h('h3', { id: 'send-title' }, 'Send a test message'),
     h('div', { class: 'form-grid' },
       field('Content type', contentType),
-      field('Delay (seconds)', sendDelay, { hint: 'Optional, 0 to 43,200.' }),
+      field('Delay (seconds)', sendDelay, { hint: 'Optional, 0 to 86,400.' }),
       field('Ordering key', sendKey, { hint: 'Optional. Messages with the same key are delivered one at a time, in order.' })),
     field('Message body', messageBody, { wide: true }),
     h('div', { class: 'form-actions' }, sendBtn),
@@ -74,7 +74,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
         payload = clean;
       }
       const message = { body: payload, content_type: type };
-      const delay = readNumber(sendDelay, 'Delay', 0, 43200);
+      const delay = readNumber(sendDelay, 'Delay', 0, 86400);
       if (delay !== undefined) message.delay_seconds = delay;
       // Sent as typed: the server checks the key (1 to 128 printable ASCII characters, no spaces) and says what is wrong.
       if (sendKey.value !== '') message.ordering_key = sendKey.value;

@@ -10,7 +10,7 @@ export function createSettings({ api, ctx, queueId, onSaved }) {
 
   function show(queue) {
     const s = queue.settings;
-    const delay = numberInput({ min: '0', max: '43200', value: s.delivery_delay });
+    const delay = numberInput({ min: '0', max: '86400', value: s.delivery_delay });
     const retention = numberInput({ min: '60', max: '1209600', value: s.message_retention_period });
     const window_ = numberInput({ min: '0', max: '604800', value: s.idempotency_window ?? 300 });
     const delayHint = h('span');
@@ -18,7 +18,7 @@ export function createSettings({ api, ctx, queueId, onSaved }) {
     const showHints = () => {
       const d = Number(delay.value);
       const r = Number(retention.value);
-      delayHint.textContent = `0 to 43,200 s${delay.value !== '' && Number.isFinite(d) ? ` · now ${duration(d)}` : ''}`;
+      delayHint.textContent = `0 to 86,400 s${delay.value !== '' && Number.isFinite(d) ? ` · now ${duration(d)}` : ''}`;
       retentionHint.textContent = `60 s to 14 days${retention.value !== '' && Number.isFinite(r) ? ` · now ${duration(r)}` : ''}`;
     };
     delay.addEventListener('input', showHints);
@@ -42,7 +42,7 @@ export function createSettings({ api, ctx, queueId, onSaved }) {
       msg.clear();
       try {
         const next = {
-          delivery_delay: readNumber(delay, 'Delivery delay', 0, 43200, { optional: false }),
+          delivery_delay: readNumber(delay, 'Delivery delay', 0, 86400, { optional: false }),
           message_retention_period: readNumber(retention, 'Message retention', 60, 1209600, { optional: false }),
           idempotency_window: readNumber(window_, 'Idempotency window', 0, 604800, { optional: false }),
         };
