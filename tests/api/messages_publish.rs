@@ -171,6 +171,41 @@ async fn bad_message_bodies_are_400s_that_store_nothing(pool: PgPool) {
     assert_eq!(app.backlog(&q).await, 0, "a batch with one bad message stores none of it");
 }
 
+/// A misspelt field is never dropped: a message stored without its `delay_secnds` would be delivered at
+/// once. Every field Cloudflare's schema defines for publishes is accepted, with skiplock's two keys.
+#[sqlx::test]
+async fn unknown_fields_on_publishes_are_400s_naming_them_that_store_nothing(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    for (path, body, field) in [
+        ("messages", json!({"body": 1, "delay_secnds": 5}), "delay_secnds"),
+        ("messages", json!({"body": "x", "content_type": "text", "metadata": {}}), "metadata"),
+        ("messages/batch", json!({"messages": [{"body": 1}], "delay_secnds": 5}), "delay_secnds"),
+        (
+            "messages/batch",
+            json!({"messages": [{"body": 1}, {"body": 2, "delay_secnds": 5}]}),
+            "messages[1].delay_secnds",
+        ),
+        ("messages/batch", json!({"messages": [{"body": 1, "contenttype": "text"}]}), "messages[0].contenttype"),
+    ] {
+        let resp = app.post(&format!("queues/{q}/{path}"), body.clone()).await;
+        let message = resp.expect_error(400);
+        assert!(message.contains(field) && message.contains("unknown field"), "{body}: {message}");
+        assert_eq!(resp.headers["x-should-retry"], "false");
+    }
+    assert_eq!(app.backlog(&q).await, 0, "nothing stored");
+
+    let every_field = json!({"body": "a", "content_type": "text", "delay_seconds": 0,
+                             "idempotency_key": "k-1", "ordering_key": "o-1"});
+    app.publish(&q, every_field.clone()).await;
+    let batch = json!({"delay_seconds": 0, "messages": [{"body": "b", "content_type": "text", "delay_seconds": 0,
+                                                         "idempotency_key": "k-2", "ordering_key": "o-2"}]});
+    app.post(&format!("queues/{q}/messages/batch"), batch).await.expect_ok();
+    let got = app.pull(&q, json!({"batch_size": 10})).await;
+    let bodies: Vec<&str> = got.iter().map(|m| m["body"].as_str().unwrap()).collect();
+    assert_eq!(bodies, ["a", "b"]);
+}
+
 #[sqlx::test]
 async fn size_and_count_limits_are_413s(pool: PgPool) {
     let app = spawn_app(pool).await;

@@ -25,12 +25,13 @@ async fn run_sdk_script(app: &TestApp, script: &str) -> String {
     stdout
 }
 
-/// The official Python SDK `cloudflare`, unchanged, drives the whole pull path (tests/sdk/).
+/// The official Python SDK `cloudflare`, unchanged, drives the whole pull path (tests/sdk/), and a misspelt
+/// field in its publishes is refused by name.
 #[sqlx::test]
 async fn the_official_python_sdk_works_unchanged(pool: PgPool) {
     let app = spawn_app(pool).await;
     let stdout = run_sdk_script(&app, "cloudflare_sdk_flow.py").await;
-    assert!(stdout.contains("16 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
 }
 
 /// The same SDK reaches long polling and lease extension through its raw-request escape hatch: a

@@ -149,6 +149,31 @@ def main() -> int:
         expect(r.metadata.metrics.backlog_count == len(published),
                f"backlog_count {len(published)}", dump(r))
 
+    def misspelt_publish_refused() -> None:
+        # A misspelt delay must not be dropped (the message would be delivered at once): a 400 that
+        # names the field, for a single publish, a batch and a message inside a batch; nothing stored.
+        attempts = [
+            ("delay_secnds", lambda: client.queues.messages.push(
+                q(), account_id=account, body="typo", content_type="text", extra_body={"delay_secnds": 5})),
+            ("delay_secnds", lambda: client.queues.messages.bulk_push(
+                q(), account_id=account, messages=[{"body": "typo", "content_type": "text"}],
+                extra_body={"delay_secnds": 5})),
+            ("messages[1].delay_secnds", lambda: client.queues.messages.bulk_push(
+                q(), account_id=account,
+                messages=[{"body": "fine", "content_type": "text"},
+                          {"body": "typo", "content_type": "text", "delay_secnds": 5}])),  # type: ignore[list-item]
+        ]
+        for field, call in attempts:
+            try:
+                call()
+            except cloudflare.BadRequestError as e:
+                expect(field in str(e), f"the 400 to name {field}", str(e))
+                continue
+            raise StepFailed(f"expected a 400 naming {field}; the publish succeeded")
+        r = client.queues.get_metrics(q(), account_id=account)
+        expect(r is not None and r.backlog_count == len(published),
+               f"backlog_count still {len(published)}: the refused publishes stored nothing", dump(r))
+
     def metrics_before_pull() -> None:
         r = client.queues.get_metrics(q(), account_id=account)
         expect(r is not None, "metrics", r)
@@ -287,7 +312,7 @@ def main() -> int:
 
     steps = [
         tokens_verify, create_queue, create_consumer, push_text, push_json, bulk_push,
-        metrics_before_pull, pull, ack, metrics_after_ack, peek, purge_messages,
+        misspelt_publish_refused, metrics_before_pull, pull, ack, metrics_after_ack, peek, purge_messages,
         purge_queue, purge_status, metrics_after_purge, delete_queue,
     ]
 

@@ -17,8 +17,12 @@ use crate::store::owned::OwnedQueue;
 
 type Data = web::Data<Engine>;
 
-/// A published message, borrowing from the request body (see `message::prepare`).
+/// A published message, borrowing from the request body (see `message::prepare`). Its fields are those
+/// Cloudflare's schema defines and skiplock's two keys; any other (a misspelt `delay_seconds`, say) is a 400
+/// that names it, `messages[i].field` in a batch, rather than a message stored without it. Refusing costs a
+/// valid body nothing: the derived decoder matches each key against the same names either way.
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PublishMessage<'a> {
     #[serde(borrow)]
     body: Option<&'a serde_json::value::RawValue>,
@@ -32,6 +36,7 @@ pub struct PublishMessage<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PublishBatch<'a> {
     #[serde(borrow)]
     messages: Option<Vec<PublishMessage<'a>>>,
