@@ -1,10 +1,11 @@
 //! Changes to consumers and what follows them: making a dead-letter queue that does not exist yet
-//! (within the account's quota of queues), and the notice to every node's dispatcher.
+//! (within the account's quota of queues, in its source queue's jurisdiction), and the notice to every
+//! node's dispatcher.
 
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::ConsumerId;
-use crate::queue::settings::QueueName;
+use crate::queue::settings::{check_dead_letter_jurisdiction, QueueName};
 use crate::store::consumers::{ConsumerRow, ConsumerSpec};
 use crate::store::owned::OwnedQueue;
 use crate::store::{self, StoreError};
@@ -62,26 +63,37 @@ impl Engine {
         Ok(())
     }
 
-    /// Makes the dead-letter queue if the account has none of that name, within its queue quota.
+    /// Makes the dead-letter queue if the account has none of that name, within its queue quota and in the
+    /// source queue's jurisdiction; one that exists already must be in that jurisdiction (Cloudflare's rule).
     async fn ensure_dead_letter_queue(&self, queue: OwnedQueue, name: &str) -> ApiResult<()> {
         if name.is_empty() {
             return Ok(());
         }
         let name = QueueName::parse("dead_letter_queue", name)?;
+        let source = store::queues::get(&self.pool, queue).await?.ok_or_else(ApiError::queue_not_found)?;
         let (known, _) = store::queues::list(&self.pool, queue.account(), &[name.as_str().to_owned()], 1, 1).await?;
-        if known.is_empty() {
-            let max = self.limits.max_queues_per_account;
-            if store::queues::count(&self.pool, queue.account()).await? >= max {
-                return Err(ApiError::new(
-                    Kind::QueueQuota,
-                    format!(
-                        "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
-                        name.as_str()
-                    ),
-                ));
+        let dead_letter = match known.into_iter().next() {
+            Some(existing) => existing,
+            None => {
+                let max = self.limits.max_queues_per_account;
+                if store::queues::count(&self.pool, queue.account()).await? >= max {
+                    return Err(ApiError::new(
+                        Kind::QueueQuota,
+                        format!(
+                            "making the dead-letter queue '{}' would pass this account's quota of {max} queues",
+                            name.as_str()
+                        ),
+                    ));
+                }
+                store::queues::ensure(&self.pool, queue, &name).await?.ok_or_else(ApiError::queue_not_found)?
             }
-            store::queues::ensure(&self.pool, queue.account(), &name).await?;
-        }
+        };
+        check_dead_letter_jurisdiction(
+            &source.name,
+            source.jurisdiction.as_deref(),
+            &dead_letter.name,
+            dead_letter.jurisdiction.as_deref(),
+        )?;
         Ok(())
     }
 }

@@ -71,6 +71,26 @@ impl Jurisdiction {
     }
 }
 
+/// Cloudflare keeps a dead-letter queue in its source queue's jurisdiction: one elsewhere (or a queue
+/// without a jurisdiction beside one with) is refused, naming both.
+pub fn check_dead_letter_jurisdiction(
+    queue: &str,
+    queue_jurisdiction: Option<&str>,
+    dead_letter_queue: &str,
+    dead_letter_jurisdiction: Option<&str>,
+) -> Result<(), Invalid> {
+    if queue_jurisdiction == dead_letter_jurisdiction {
+        return Ok(());
+    }
+    let describe = |j: Option<&str>| j.map_or_else(|| "no jurisdiction".to_owned(), |j| format!("jurisdiction {j}"));
+    Err(invalid(format!(
+        "dead_letter_queue '{dead_letter_queue}' is in {} but queue '{queue}' is in {}; a dead-letter queue must \
+         be in the same jurisdiction as its source queue",
+        describe(dead_letter_jurisdiction),
+        describe(queue_jurisdiction),
+    )))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct QueueSettings {
     pub delivery_delay: i64,
@@ -143,6 +163,16 @@ mod tests {
         let applied = base.apply(&input).unwrap();
         assert_eq!(applied.delivery_delay, 7);
         assert!(applied.delivery_paused);
+    }
+
+    #[test]
+    fn a_dead_letter_queue_is_in_its_source_queues_jurisdiction() {
+        assert!(check_dead_letter_jurisdiction("q", Some("eu"), "dlq", Some("eu")).is_ok());
+        assert!(check_dead_letter_jurisdiction("q", None, "dlq", None).is_ok());
+        let err = check_dead_letter_jurisdiction("q", Some("eu"), "dlq", Some("us")).unwrap_err();
+        assert!(err.message.contains("jurisdiction us") && err.message.contains("jurisdiction eu"), "{}", err.message);
+        let err = check_dead_letter_jurisdiction("q", None, "dlq", Some("fedramp")).unwrap_err();
+        assert!(err.message.contains("fedramp") && err.message.contains("no jurisdiction"), "{}", err.message);
     }
 
     #[test]

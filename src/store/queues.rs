@@ -83,23 +83,31 @@ pub async fn create(
     .map_err(|e| map_duplicate(e, name))
 }
 
-/// The queue named `name`, created with default settings if the account has none (dead-letter queues).
-pub async fn ensure(pool: &PgPool, account: AccountId, name: &QueueName) -> Result<QueueId, sqlx::Error> {
+/// The queue named `name`, created with default settings in `source`'s jurisdiction if the account has none
+/// (a dead-letter queue: Cloudflare keeps one in its source queue's jurisdiction). None when no queue has
+/// that name and `source` is gone, so there was nothing to take the jurisdiction from.
+pub async fn ensure(pool: &PgPool, source: OwnedQueue, name: &QueueName) -> Result<Option<QueueRow>, sqlx::Error> {
     sqlx::query!(
-        "insert into queues (id, account_id, name) values ($1, $2, $3)
+        "insert into queues (id, account_id, name, jurisdiction)
+         select $1, account_id, $3, jurisdiction from queues where account_id = $2 and id = $4
          on conflict (account_id, name) do nothing",
         QueueId::new().0,
-        account.0,
+        source.account().0,
         name.as_str(),
+        source.id().0,
     )
     .execute(pool)
     .await?;
-    sqlx::query_scalar!(
-        r#"select id as "id: QueueId" from queues where account_id = $1 and name = $2"#,
-        account.0,
+    sqlx::query_as!(
+        QueueRow,
+        r#"select id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
+                  message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
+                  idempotency_window
+         from queues where account_id = $1 and name = $2"#,
+        source.account().0,
         name.as_str(),
     )
-    .fetch_one(pool)
+    .fetch_optional(pool)
     .await
 }
 
@@ -225,8 +233,9 @@ pub async fn purge(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueRow>,
 }
 
 /// Where a consumer's exhausted messages go: `known` when the consumer's dead-letter queue was found,
-/// else the queue named `name`, made again if it was deleted since. None when the consumer names none,
-/// or when the name is now the queue's own (it was renamed), which would loop messages forever.
+/// else the queue named `name`, made again (in the queue's jurisdiction) if it was deleted since. None
+/// when the consumer names none, when the queue is gone, or when the name is now the queue's own (it was
+/// renamed), which would loop messages forever.
 pub async fn dead_letter_target(
     pool: &PgPool,
     queue: OwnedQueue,
@@ -237,6 +246,6 @@ pub async fn dead_letter_target(
         return Ok(known);
     }
     let Ok(name) = QueueName::parse("dead_letter_queue", name) else { return Ok(None) };
-    let id = ensure(pool, queue.account(), &name).await?;
-    Ok(Some(id).filter(|id| *id != queue.id()))
+    let made = ensure(pool, queue, &name).await?;
+    Ok(made.map(|dead_letter| dead_letter.id).filter(|id| *id != queue.id()))
 }

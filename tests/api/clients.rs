@@ -111,8 +111,8 @@ async fn the_typescript_sdk_7_works_unchanged_on_the_system_node(pool: PgPool) {
 }
 
 #[sqlx::test]
-async fn the_typescript_sdk_7_creates_a_queue_in_a_jurisdiction(pool: PgPool) {
-    sdk(pool, &node22(), &["--sdk", "7", "--flow", "jurisdiction"], "sdk flow: 1 passed, 0 failed").await;
+async fn the_typescript_sdk_7_creates_a_queue_and_its_dead_letter_queue_in_a_jurisdiction(pool: PgPool) {
+    sdk(pool, &node22(), &["--sdk", "7", "--flow", "jurisdiction"], "sdk flow: 4 passed, 0 failed").await;
 }
 
 // ---- wrangler ---------------------------------------------------------------------------------------

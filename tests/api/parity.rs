@@ -1,11 +1,12 @@
 //! What the newest Cloudflare clients call besides the queue endpoints: who a token is, routing
-//! codes, `jurisdiction`, event subscriptions and the purge status of a queue never purged.
+//! codes, `jurisdiction` (and a dead-letter queue's), event subscriptions and the purge status of a
+//! queue never purged.
 
 use reqwest::Method;
-use serde_json::json;
+use serde_json::{json, Value};
 use sqlx::PgPool;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{lease, spawn_app, TestApp};
 
 #[sqlx::test]
 async fn a_token_alone_finds_its_account_through_memberships_and_accounts(pool: PgPool) {
@@ -95,6 +96,66 @@ async fn jurisdiction_is_kept_from_creation_and_shown_in_every_queue_object(pool
     assert!(message.contains("delivery_dealy"), "{message}");
     let message = app.post("queues", json!({"queue_name": "y", "colour": "red"})).await.expect_error(400);
     assert!(message.contains("colour"), "{message}");
+}
+
+/// The queue named `name`, as the account's list shows it.
+async fn queue_named(app: &TestApp, name: &str) -> Value {
+    let list = app.get(&format!("queues?name={name}")).await;
+    list.expect_ok().as_array().unwrap().first().cloned().unwrap_or_else(|| panic!("no queue {name}"))
+}
+
+/// Cloudflare keeps a dead-letter queue in its source queue's jurisdiction: one made on demand takes the
+/// source's, and one that exists elsewhere is refused naming both jurisdictions, on create and update.
+#[sqlx::test]
+async fn a_dead_letter_queue_is_in_its_source_queues_jurisdiction(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let eu = app.post("queues", json!({"queue_name": "eu-orders", "jurisdiction": "eu"})).await;
+    let eu = eu.expect_ok()["queue_id"].as_str().unwrap().to_owned();
+    app.post("queues", json!({"queue_name": "us-dlq", "jurisdiction": "us"})).await.expect_ok();
+    app.create_queue("plain-dlq").await;
+
+    // Refused on create, both ways, and nothing is made: no consumer.
+    for (dead_letter, named) in
+        [("us-dlq", ["jurisdiction us", "jurisdiction eu"]), ("plain-dlq", ["no jurisdiction", "jurisdiction eu"])]
+    {
+        let body = json!({"type": "http_pull", "dead_letter_queue": dead_letter});
+        let message = app.post(&format!("queues/{eu}/consumers"), body).await.expect_error(400);
+        assert!(named.iter().all(|n| message.contains(n)) && message.contains(dead_letter), "{message}");
+    }
+    assert_eq!(app.get(&format!("queues/{eu}/consumers")).await.expect_ok(), &json!([]));
+
+    // Made on demand in the source's jurisdiction.
+    let body = json!({"type": "http_pull", "dead_letter_queue": "eu-dlq", "settings": {"max_retries": 0}});
+    let consumer = app.post(&format!("queues/{eu}/consumers"), body).await.expect_ok()["consumer_id"].clone();
+    assert_eq!(queue_named(&app, "eu-dlq").await["jurisdiction"], "eu");
+
+    // Refused on update; the consumer keeps its dead-letter queue.
+    let path = format!("queues/{eu}/consumers/{}", consumer.as_str().unwrap());
+    let message = app.put(&path, json!({"type": "http_pull", "dead_letter_queue": "us-dlq"})).await.expect_error(400);
+    assert!(message.contains("jurisdiction us") && message.contains("jurisdiction eu"), "{message}");
+    assert_eq!(app.get(&path).await.expect_ok()["dead_letter_queue"], "eu-dlq");
+
+    // The other way: a queue without a jurisdiction refuses a dead-letter queue with one, and makes its
+    // missing one without.
+    let plain = app.create_queue("plain").await;
+    let message = app
+        .post(&format!("queues/{plain}/consumers"), json!({"type": "http_pull", "dead_letter_queue": "us-dlq"}))
+        .await
+        .expect_error(400);
+    assert!(message.contains("jurisdiction us") && message.contains("no jurisdiction"), "{message}");
+    let body = json!({"type": "http_pull", "dead_letter_queue": "plain-made"});
+    app.post(&format!("queues/{plain}/consumers"), body).await.expect_ok();
+    assert!(queue_named(&app, "plain-made").await.get("jurisdiction").is_none());
+
+    // A dead-letter queue deleted since is made again when a message needs it, in the source's jurisdiction.
+    let dead_letter = queue_named(&app, "eu-dlq").await["queue_id"].as_str().unwrap().to_owned();
+    app.delete(&format!("queues/{dead_letter}")).await.expect_ok();
+    app.publish_texts(&eu, &["doomed"]).await;
+    let got = app.pull(&eu, json!({})).await;
+    app.ack(&eu, &[], json!([{"lease_id": lease(&got[0])}])).await;
+    let remade = queue_named(&app, "eu-dlq").await;
+    assert_eq!(remade["jurisdiction"], "eu", "{remade}");
+    assert_eq!(app.backlog(remade["queue_id"].as_str().unwrap()).await, 1);
 }
 
 #[sqlx::test]

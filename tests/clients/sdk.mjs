@@ -9,7 +9,8 @@
 //   --sdk       which installed SDK to load: 5 (cloudflare5 = cloudflare@5.x) or 7 (cloudflare7 = 7.3.0)
 //   --base-url  the server's API root, e.g. http://127.0.0.1:8787/client/v4 (default $SKIPLOCK_BASE_URL)
 //   --flow      core (default): queues, consumers and messages end to end;
-//               jurisdiction: create a queue with `jurisdiction: "eu"` (SDK 7 sends it)
+//               jurisdiction: create a queue with `jurisdiction: "eu"` (SDK 7 sends it), and its dead-letter
+//               queue (made in eu; one in us refused)
 // Environment: SKIPLOCK_TOKEN (queues_read + queues_write), SKIPLOCK_ACCOUNT (32 hex), and
 // SKIPLOCK_BASE_URL when --base-url is not given.
 // Last line: `sdk flow: N passed, 0 failed` (exit 0) or `sdk flow: N passed, 1 failed` (exit 1).
@@ -106,7 +107,7 @@ const consumers = {
 const suffix = `${Date.now()}-${randomBytes(4).toString('hex')}`;
 const queueName = `ts-sdk${major}-${suffix}`;
 const hookQueueName = `ts-sdk${major}-hook-${suffix}`;
-const state = {};
+const state = { extraQueues: [] };
 const q = () => state.queueId;
 
 const singleText = ['text', `hello from the ts sdk ${randomBytes(4).toString('hex')}`];
@@ -436,8 +437,39 @@ async function create_queue_in_jurisdiction() {
   expect((await serverQueue(r.queue_id)).jurisdiction === 'eu', "the server to keep jurisdiction 'eu'", null);
   const got = await client.queues.get(r.queue_id, { account_id: account });
   expect(got?.jurisdiction === 'eu', "get to show jurisdiction 'eu'", got);
-  await client.queues.delete(r.queue_id, { account_id: account });
+}
+
+async function dead_letter_queue_made_in_the_queues_jurisdiction() {
+  // Cloudflare creates a missing dead-letter queue in its source queue's jurisdiction.
+  const dlqName = `${queueName}-dlq`;
+  const c = await client.queues.consumers.create(q(), { account_id: account, type: 'http_pull', dead_letter_queue: dlqName });
+  expect(c?.dead_letter_queue === dlqName, `dead_letter_queue ${dlqName} echoed`, c);
+  state.consumerId = c.consumer_id;
+  const list = await api('GET', `queues?name=${dlqName}`);
+  const dlq = list.body.result?.[0];
+  if (dlq) state.extraQueues.push(dlq.queue_id);
+  expect(dlq?.jurisdiction === 'eu', `the dead-letter queue ${dlqName} made in jurisdiction 'eu'`, list.body);
+}
+
+async function dead_letter_queue_elsewhere_refused() {
+  // A dead-letter queue in another jurisdiction is a 400 that names both.
+  const us = await client.queues.create({ account_id: account, queue_name: `${queueName}-us`, jurisdiction: 'us' });
+  state.extraQueues.push(us.queue_id);
+  const e = await expectApiError(
+    consumers.update(q(), state.consumerId, { type: 'http_pull', dead_letter_queue: us.queue_name }),
+    Cloudflare.BadRequestError,
+    400,
+    'a dead-letter queue in jurisdiction us for a queue in eu to be refused',
+  );
+  expect(/jurisdiction us/.test(e.message) && /jurisdiction eu/.test(e.message), 'the refusal to name both jurisdictions', e.message);
+  const kept = await consumers.get(q(), state.consumerId);
+  expect(kept?.dead_letter_queue === `${queueName}-dlq`, 'the consumer to keep its dead-letter queue', kept);
+}
+
+async function delete_jurisdiction_queues() {
+  await client.queues.delete(q(), { account_id: account });
   state.deleted = true;
+  for (const id of state.extraQueues.splice(0)) await client.queues.delete(id, { account_id: account });
 }
 
 const flows = {
@@ -450,7 +482,10 @@ const flows = {
     ack_and_retry, ...(major === 5 ? [redelivery] : [peek, purge_messages]), purge_queue, delete_consumer,
     delete_queue,
   ],
-  jurisdiction: [create_queue_in_jurisdiction],
+  jurisdiction: [
+    create_queue_in_jurisdiction, dead_letter_queue_made_in_the_queues_jurisdiction, dead_letter_queue_elsewhere_refused,
+    delete_jurisdiction_queues,
+  ],
 };
 
 function describe(e) {
@@ -471,7 +506,7 @@ if (major === 5) {
 
 await runSteps('sdk flow', flows[args.flow], describe, async (failed) => {
   // Best effort: leave no queue behind on a shared server when a step failed.
-  for (const id of [state.queueId, state.hookQueueId]) {
+  for (const id of [state.queueId, state.hookQueueId, ...state.extraQueues]) {
     if (failed && id && !(id === state.queueId && state.deleted)) {
       await api('DELETE', `queues/${id}`).catch(() => {});
     }
