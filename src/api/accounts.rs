@@ -1,11 +1,12 @@
 //! Who a token is: the account endpoints clients call to find their account from a token alone
 //! (`/memberships`, `/accounts`), and `/user`, which an account's token cannot use.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, ResultInfo};
+use super::envelope::{ok, ok_list};
+use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{Authed, TokenOnly};
 use crate::engine::Engine;
@@ -50,14 +51,13 @@ async fn own_account(state: &Engine, account: AccountId) -> ApiResult<AccountRow
         .ok_or_else(|| ApiError::new(Kind::Unauthorized, "invalid or revoked API token"))
 }
 
-fn one_item() -> ResultInfo {
-    ResultInfo { page: 1, per_page: 20, count: 1, total_count: 1, total_pages: 1 }
-}
-
-/// `GET /accounts`: the token's one account.
-pub async fn list(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+/// `GET /accounts`: the token's one account, paged as any list (page 2 is empty), so that the SDKs'
+/// auto-pagination ends.
+pub async fn list(state: Data, auth: Authed<TokenOnly>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::of(&req)?;
     let account = own_account(&state, auth.account_id()).await?;
-    Ok(ok_list([AccountView::new(&account)], one_item()))
+    let (page, info) = paging.page_of(vec![AccountView::new(&account)]);
+    Ok(ok_list(page, info))
 }
 
 /// `GET /accounts/{account_id}`.
@@ -65,8 +65,10 @@ pub async fn get(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse
     Ok(ok(AccountView::new(&own_account(&state, auth.account_id()).await?)))
 }
 
-/// `GET /memberships`: the token's account as an accepted membership, the shape wrangler reads.
-pub async fn memberships(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
+/// `GET /memberships`: the token's account as an accepted membership, the shape wrangler reads; paged as
+/// `GET /accounts`.
+pub async fn memberships(state: Data, auth: Authed<TokenOnly>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::of(&req)?;
     let account = own_account(&state, auth.account_id()).await?;
     let scopes: Vec<&str> = auth.principal.scopes.iter().map(|s| s.as_str()).collect();
     let membership = json!({
@@ -77,7 +79,8 @@ pub async fn memberships(state: Data, auth: Authed<TokenOnly>) -> ApiResult<Http
         "roles": [],
         "permissions": {"queues": {"read": scopes.contains(&"queues_read"), "write": scopes.contains(&"queues_write")}},
     });
-    Ok(ok_list([membership], one_item()))
+    let (page, info) = paging.page_of(vec![membership]);
+    Ok(ok_list(page, info))
 }
 
 /// `GET /user`: tokens here belong to accounts, and Cloudflare answers those with 9109 (wrangler's

@@ -1,13 +1,14 @@
 //! Consumer endpoints: one consumer per queue, `http_pull` or `webhook`.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, ApiJson, ResultInfo};
+use super::envelope::{ok, ok_list, ApiJson};
+use super::paging::{query_pairs, whole, Paging};
 use super::queues::find_queue;
 use super::views::ConsumerView;
 use crate::api::extract::{AuthedQueue, PathId, QueuesRead, QueuesWrite};
@@ -93,12 +94,20 @@ pub async fn create(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Con
     Ok(ok(view))
 }
 
-pub async fn list(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
+/// The queue's consumers: all of them without `page` and `per_page` (as for queues, Cloudflare's schema
+/// gives this list none), a page with either. A queue has few, so they are paged here.
+pub async fn list(state: Data, at: AuthedQueue<QueuesRead>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::parse_optional(&query_pairs(&req)?)?;
     let queue = find_queue(&state, at.queue).await?;
     let rows = store::consumers::list(&state.pool, at.queue.account(), &[queue.id]).await?;
     let views: Vec<ConsumerView> = rows.iter().map(ConsumerView::new).collect();
-    let count = views.len();
-    let info = ResultInfo { page: 1, per_page: 20, count, total_count: count as i64, total_pages: 1 };
+    let (views, info) = match paging {
+        None => {
+            let info = whole(views.len());
+            (views, info)
+        }
+        Some(paging) => paging.page_of(views),
+    };
     Ok(ok_list(views, info))
 }
 

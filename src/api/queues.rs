@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::envelope::{ok, ok_list, ApiJson};
-use super::paging::{query_pairs, Paging};
+use super::paging::{query_pairs, whole, Paging};
 use super::views::{timestamp, QueueView};
 use crate::api::extract::{Authed, AuthedQueue, QueuesRead, QueuesWrite};
 use crate::engine::Engine;
@@ -47,21 +47,23 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     Ok(ok(QueueView::new(&queue, &[])))
 }
 
+/// The account's queues: every one of them (its quota bounds them) without `page` and `per_page`, as the
+/// SDKs ask, since Cloudflare's schema gives this list no paging parameters; a page with either.
 pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpRequest) -> ApiResult<HttpResponse> {
     // `name` may repeat, so the query is read as pairs rather than into a struct.
     let pairs = query_pairs(&req)?;
-    let paging = Paging::parse(&pairs)?;
+    let paging = Paging::parse_optional(&pairs)?;
     let names: Vec<String> = pairs
         .iter()
         .filter(|(k, _)| k == "name")
         .map(|(_, v)| QueueName::parse("name", v).map(|n| n.as_str().to_owned()))
         .collect::<Result<_, _>>()?;
-    let (queues, total) =
-        store::queues::list(&state.pool, auth.account_id(), &names, paging.page, paging.per_page).await?;
+    let (limit, offset) = paging.as_ref().map_or((None, 0), |p| (Some(p.per_page), p.offset()));
+    let (queues, total) = store::queues::list(&state.pool, auth.account_id(), &names, limit, offset).await?;
     let ids: Vec<QueueId> = queues.iter().map(|q| q.id).collect();
     let consumers = store::consumers::list(&state.pool, auth.account_id(), &ids).await?;
     let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, &consumers)).collect();
-    let info = paging.info(views.len(), total);
+    let info = paging.map_or_else(|| whole(views.len()), |p| p.info(views.len(), total));
     Ok(ok_list(views, info))
 }
 

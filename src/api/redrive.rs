@@ -2,11 +2,12 @@
 //! dead-lettered messages back to their source queues or to a named queue. The runner (`crate::engine::redrive`)
 //! does the moving.
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::{Deserialize, Serialize};
 
-use super::envelope::{created, ok, ApiJson};
+use super::envelope::{created, ok, ok_list, ApiJson};
 use super::messages::RefItem;
+use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{AuthedQueue, PathId, QueuesRead, QueuesWrite};
 use crate::engine::Engine;
@@ -121,10 +122,12 @@ pub async fn start(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Star
     Ok(created(TaskView::from(task)))
 }
 
-/// `GET .../queues/{queue_id}/redrive`: the queue's tasks, newest first.
-pub async fn list(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
-    let tasks = redrive::list(&state.pool, at.queue).await?;
-    Ok(ok(tasks.into_iter().map(TaskView::from).collect::<Vec<_>>()))
+/// `GET .../queues/{queue_id}/redrive`: a page of the queue's tasks, newest first (`page`, `per_page`).
+pub async fn list(state: Data, at: AuthedQueue<QueuesRead>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::of(&req)?;
+    let (tasks, total) = redrive::list(&state.pool, at.queue, paging.per_page, paging.offset()).await?;
+    let info = paging.info(tasks.len(), total);
+    Ok(ok_list(tasks.into_iter().map(TaskView::from).collect::<Vec<_>>(), info))
 }
 
 /// `GET .../queues/{queue_id}/redrive/{redrive_id}`.

@@ -1,10 +1,11 @@
 //! Token endpoints: verify (any valid token), and create/list/revoke (scope `tokens_write`).
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::envelope::{ok, ok_list, ApiJson, ResultInfo};
+use super::envelope::{ok, ok_list, ApiJson};
+use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{Authed, PathId, TokenOnly, TokensWrite};
 use crate::auth::{issue, parse_scopes};
@@ -59,14 +60,15 @@ pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<Create
     })))
 }
 
-pub async fn list(state: Data, auth: Authed<TokensWrite>) -> ApiResult<HttpResponse> {
-    let rows = store::tokens::list(&state.pool, auth.account_id()).await?;
+/// A page of the account's tokens (`page`, `per_page`; 20 by default, as Cloudflare's).
+pub async fn list(state: Data, auth: Authed<TokensWrite>, req: HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::of(&req)?;
+    let (rows, total) = store::tokens::list(&state.pool, auth.account_id(), paging.per_page, paging.offset()).await?;
     let tokens: Vec<_> = rows
         .iter()
         .map(|r| json!({"id": r.id, "name": r.name, "scopes": r.scopes, "created_on": timestamp(r.created_at)}))
         .collect();
-    let count = tokens.len();
-    let info = ResultInfo { page: 1, per_page: count as i64, count, total_count: count as i64, total_pages: 1 };
+    let info = paging.info(tokens.len(), total);
     Ok(ok_list(tokens, info))
 }
 

@@ -71,7 +71,8 @@ impl Engine {
         }
         let name = QueueName::parse("dead_letter_queue", name)?;
         let source = store::queues::get(&self.pool, queue).await?.ok_or_else(ApiError::queue_not_found)?;
-        let (known, _) = store::queues::list(&self.pool, queue.account(), &[name.as_str().to_owned()], 1, 1).await?;
+        let (known, _) =
+            store::queues::list(&self.pool, queue.account(), &[name.as_str().to_owned()], Some(1), 0).await?;
         let dead_letter = match known.into_iter().next() {
             Some(existing) => existing,
             None => {

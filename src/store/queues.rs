@@ -131,13 +131,14 @@ pub async fn get(db: impl PgExecutor<'_>, queue: OwnedQueue) -> Result<Option<Qu
     .await
 }
 
-/// One page of the account's queues, optionally only those with the given names, and the total count.
+/// The account's queues in creation order, optionally only those with the given names: `limit` of them
+/// (None: all) after the first `offset`, and the total count.
 pub async fn list(
     pool: &PgPool,
     account: AccountId,
     names: &[String],
-    page: i64,
-    per_page: i64,
+    limit: Option<i64>,
+    offset: i64,
 ) -> Result<(Vec<QueueRow>, i64), sqlx::Error> {
     let rows = sqlx::query_as!(
         QueueRow,
@@ -148,8 +149,8 @@ pub async fn list(
          order by created_at, id limit $3 offset $4"#,
         account.0,
         names,
-        per_page,
-        (page - 1) * per_page,
+        limit,
+        offset,
     )
     .fetch_all(pool)
     .await?;

@@ -112,18 +112,34 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
     Ok(task)
 }
 
-/// The queue's tasks, newest first.
-pub async fn list(pool: &PgPool, queue: OwnedQueue) -> Result<Vec<RedriveTask>, sqlx::Error> {
-    sqlx::query_as!(
+/// The queue's tasks, newest first: `limit` of them after the first `offset`, and how many there are in all.
+pub async fn list(
+    pool: &PgPool,
+    queue: OwnedQueue,
+    limit: i64,
+    offset: i64,
+) -> Result<(Vec<RedriveTask>, i64), sqlx::Error> {
+    let tasks = sqlx::query_as!(
         RedriveTask,
         r#"select id as "id: RedriveId", queue_id as "queue_id: QueueId", destination_queue, status, moved, total, error,
                    started_at, finished_at
-         from redrive_tasks where account_id = $1 and queue_id = $2 order by started_at desc, id desc"#,
+         from redrive_tasks where account_id = $1 and queue_id = $2 order by started_at desc, id desc
+         limit $3 offset $4"#,
+        queue.account().0,
+        queue.id().0,
+        limit,
+        offset,
+    )
+    .fetch_all(pool)
+    .await?;
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from redrive_tasks where account_id = $1 and queue_id = $2"#,
         queue.account().0,
         queue.id().0,
     )
-    .fetch_all(pool)
-    .await
+    .fetch_one(pool)
+    .await?;
+    Ok((tasks, total))
 }
 
 pub async fn get(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<Option<RedriveTask>, sqlx::Error> {

@@ -1,7 +1,7 @@
 //! API tokens: only the argon2id hash of a token's secret is stored.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgExecutor;
+use sqlx::{PgExecutor, PgPool};
 
 use crate::ids::{AccountId, TokenId};
 
@@ -51,16 +51,32 @@ pub async fn find_active(db: impl PgExecutor<'_>, id: TokenId) -> Result<Option<
     .await
 }
 
-pub async fn list(db: impl PgExecutor<'_>, account: AccountId) -> Result<Vec<TokenRow>, sqlx::Error> {
-    sqlx::query_as!(
+/// The account's active tokens in creation order: `limit` of them after the first `offset`, and how many
+/// there are in all.
+pub async fn list(
+    pool: &PgPool,
+    account: AccountId,
+    limit: i64,
+    offset: i64,
+) -> Result<(Vec<TokenRow>, i64), sqlx::Error> {
+    let rows = sqlx::query_as!(
         TokenRow,
         r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at
          from api_tokens
-         where account_id = $1 and revoked_at is null order by created_at, id"#,
+         where account_id = $1 and revoked_at is null order by created_at, id limit $2 offset $3"#,
+        account.0,
+        limit,
+        offset,
+    )
+    .fetch_all(pool)
+    .await?;
+    let total = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from api_tokens where account_id = $1 and revoked_at is null"#,
         account.0,
     )
-    .fetch_all(db)
-    .await
+    .fetch_one(pool)
+    .await?;
+    Ok((rows, total))
 }
 
 /// Revokes a token of `account`; false when it has no such active token.

@@ -193,6 +193,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     for (ids, consumer) in [(&pull_ids, &pull_c), (&hook_ids, &hook_c), (&other_ids, &other_c)] {
         let with = [ids[0], ("consumer_id", consumer.as_str())];
         r.call(get.clone(), CONSUMERS, ids, None, 200).await;
+        r.call(get.clone(), &format!("{CONSUMERS}?page=2"), ids, None, 200).await;
         r.call(get.clone(), CONSUMER, &with, None, 200).await;
     }
     let body = json!({"type": "http_pull", "dead_letter_queue": "",
@@ -206,6 +207,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     // Queues seen with their consumers: list (whole and paged), get, PUT, PATCH (pause and resume).
     r.call(get.clone(), QUEUES, &[], None, 200).await;
     r.call(get.clone(), "/queues?page=2&per_page=2", &[], None, 200).await;
+    r.call(get.clone(), "/queues?page=9&per_page=2", &[], None, 200).await; // past the last: empty
     r.call(get.clone(), "/queues?name=cf-hook", &[], None, 200).await;
     r.call(get.clone(), "/queues?per_page=0", &[], None, 400).await;
     for q in [&pull_q, &hook_q] {
@@ -224,6 +226,11 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
             r.off_contract
                 .push(format!("{what} of a queue created with jurisdiction eu has no `jurisdiction: eu`: {answer}"));
         }
+    }
+    if let Some(q) = &eu_q {
+        // A dead-letter queue must be in its source queue's jurisdiction: cf-dlq has none.
+        let body = json!({"type": "http_pull", "dead_letter_queue": "cf-dlq"});
+        r.call(post.clone(), CONSUMERS, &[("queue_id", q)], Some(body), 400).await;
     }
     r.call(get.clone(), QUEUE, &[("queue_id", "not-an-id")], None, 400).await;
     let body = json!({"queue_name": "cf-hook", "settings": {"delivery_delay": 2, "message_retention_period": 7200}});
@@ -248,6 +255,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     }
     r.call(post.clone(), messages, &pull_ids, Some(json!({"body": "x", "content_type": "v8"})), 400).await;
     r.call(post.clone(), messages, &pull_ids, Some(json!({"body": "x", "delay_seconds": 999999})), 400).await;
+    r.call(post.clone(), messages, &pull_ids, Some(json!({"body": "x", "delay_secnds": 5})), 400).await;
     r.call(post.clone(), messages, &[("queue_id", unknown)], Some(json!({"body": "x"})), 404).await;
     let batch = json!({"messages": [
         {"body": "one", "content_type": "text"},
@@ -263,6 +271,8 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
         200,
     )
     .await;
+    let misspelt = json!({"messages": [{"body": "h"}, {"body": "i", "delay_secnds": 5}]});
+    r.call(post.clone(), "/queues/{queue_id}/messages/batch", &pull_ids, Some(misspelt), 400).await;
     let too_many: Vec<Value> = (0..101).map(|i| json!({"body": i})).collect();
     r.call(post.clone(), "/queues/{queue_id}/messages/batch", &pull_ids, Some(json!({"messages": too_many})), 413)
         .await;
@@ -304,6 +314,7 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     // Event subscriptions: skiplock has no event sources, so the list is empty and a create is refused.
     r.call(get.clone(), SUBSCRIPTIONS, &[], None, 200).await;
     r.call(get.clone(), &format!("{SUBSCRIPTIONS}?page=1&per_page=20"), &[], None, 200).await;
+    r.call(get.clone(), &format!("{SUBSCRIPTIONS}?page=2&per_page=20"), &[], None, 200).await;
     let subscription = json!({"name": "uploads", "enabled": true, "source": {"type": "r2"},
         "destination": {"type": "queues.queue", "queue_id": pull_q}, "events": ["object.create"]});
     r.call(post.clone(), SUBSCRIPTIONS, &[], Some(subscription), 400).await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::helpers::{spawn_app, TestApp};
+use crate::listings::seed;
 
 /// A flow that takes longer than this has hung. Each normally ends within 20 s, but eleven flows start
 /// Node processes at once beside the rest of the suite, and on a busy 2-core machine one took over 90 s.
@@ -113,6 +114,20 @@ async fn the_typescript_sdk_7_works_unchanged_on_the_system_node(pool: PgPool) {
 #[sqlx::test]
 async fn the_typescript_sdk_7_creates_a_queue_and_its_dead_letter_queue_in_a_jurisdiction(pool: PgPool) {
     sdk(pool, &node22(), &["--sdk", "7", "--flow", "jurisdiction"], "sdk flow: 4 passed, 0 failed").await;
+}
+
+/// Both SDKs' own iteration over every list (`for await`) ends and yields each item once: 45 queues (more
+/// than a page of 20, in one unpaged answer), tokens by 10 and 20, redrive tasks through the SDK's
+/// paginator, the one account and membership, the one consumer and no event subscription (those two lists
+/// cannot outgrow a page: see tests/clients/listings.mjs).
+#[sqlx::test]
+async fn the_typescript_sdks_walk_every_list_to_its_end(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let expect = seed(&app).await.expectations();
+    for major in ["5", "7"] {
+        let args = ["--sdk", major, "--expect", &expect];
+        run_flow(&app, Path::new(SYSTEM_NODE), "listings.mjs", &args, "listings flow: 7 passed, 0 failed").await;
+    }
 }
 
 // ---- wrangler ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ mod durability;
 mod extend;
 mod first_run;
 mod idempotency;
+mod listings;
 mod long_poll;
 mod messages_ack;
 mod messages_publish;

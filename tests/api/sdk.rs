@@ -3,15 +3,17 @@ use std::path::Path;
 use sqlx::PgPool;
 
 use crate::helpers::{spawn_app, TestApp};
+use crate::listings::seed;
 
-/// Runs `script` (under tests/sdk/) with the venv's Python against `app`; returns its stdout, having
-/// asserted that it succeeded.
-async fn run_sdk_script(app: &TestApp, script: &str) -> String {
+/// Runs `script` (under tests/sdk/) with `args` and the venv's Python against `app`; returns its stdout,
+/// having asserted that it succeeded.
+async fn run_sdk_script(app: &TestApp, script: &str, args: &[&str]) -> String {
     let root = env!("CARGO_MANIFEST_DIR");
     let python = Path::new(root).join(".venv/bin/python");
     assert!(python.exists(), "{} is missing: `make test` creates it (make venv)", python.display());
     let output = tokio::process::Command::new(python)
         .arg(Path::new(root).join("tests/sdk").join(script))
+        .args(args)
         .env("SKIPLOCK_BASE_URL", format!("{}/client/v4", app.address))
         .env("SKIPLOCK_TOKEN", &app.token)
         .env("SKIPLOCK_ACCOUNT", app.account.to_string())
@@ -30,7 +32,7 @@ async fn run_sdk_script(app: &TestApp, script: &str) -> String {
 #[sqlx::test]
 async fn the_official_python_sdk_works_unchanged(pool: PgPool) {
     let app = spawn_app(pool).await;
-    let stdout = run_sdk_script(&app, "cloudflare_sdk_flow.py").await;
+    let stdout = run_sdk_script(&app, "cloudflare_sdk_flow.py", &[]).await;
     assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
 }
 
@@ -39,6 +41,18 @@ async fn the_official_python_sdk_works_unchanged(pool: PgPool) {
 #[sqlx::test]
 async fn the_official_python_sdk_long_polls_and_extends_leases_through_its_escape_hatch(pool: PgPool) {
     let app = spawn_app(pool).await;
-    let stdout = run_sdk_script(&app, "long_poll_extend.py").await;
+    let stdout = run_sdk_script(&app, "long_poll_extend.py", &[]).await;
     assert!(stdout.contains("4 passed, 0 failed"), "{stdout}");
+}
+
+/// The SDK's own iteration over every list (`for queue in client.queues.list(...)`) ends and yields each
+/// item once: 45 queues (more than a page of 20, in one unpaged answer), tokens by 10 and 20, redrive
+/// tasks through the SDK's paginator, the one account and membership, the one consumer and no event
+/// subscription (those two lists cannot outgrow a page: see tests/sdk/listings_flow.py).
+#[sqlx::test]
+async fn the_official_python_sdk_walks_every_list_to_its_end(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let seeded = seed(&app).await;
+    let stdout = run_sdk_script(&app, "listings_flow.py", &["--expect", &seeded.expectations()]).await;
+    assert!(stdout.contains("listings flow: 7 passed, 0 failed"), "{stdout}");
 }

@@ -116,6 +116,15 @@ export function createClient({ accountId, token }, onUnauthorized) {
     const envelope = await call('GET', path);
     return { items: envelope.result, info: envelope.result_info };
   };
+  /** Every item of a paged list, a page of 1000 (the most the server gives) at a time. */
+  const all = async (path) => {
+    const items = [];
+    for (let number = 1; ; number += 1) {
+      const { items: got, info } = await page(`${path}?page=${number}&per_page=1000`);
+      items.push(...got);
+      if (got.length === 0 || number >= info.total_pages) return items;
+    }
+  };
 
   return {
     accountId,
@@ -147,7 +156,7 @@ export function createClient({ accountId, token }, onUnauthorized) {
     getRedrive: (id, rid) => result('GET', q(id, `/redrive/${encodeURIComponent(rid)}`)),
     cancelRedrive: (id, rid) => result('DELETE', q(id, `/redrive/${encodeURIComponent(rid)}`)),
     // tokens
-    listTokens: () => result('GET', acct('/tokens')),
+    listTokens: () => all(acct('/tokens')),
     createToken: (name, scopes) => result('POST', acct('/tokens'), { name, scopes }),
     revokeToken: (tokenId) => result('DELETE', acct(`/tokens/${encodeURIComponent(tokenId)}`)),
   };
