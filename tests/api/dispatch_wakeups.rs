@@ -386,3 +386,32 @@ async fn messages_leased_for_a_worker_that_stopped_are_given_back_at_once(pool: 
     assert!(slots.take_free(10).is_some() && slots.take_free(10).is_none(), "one slot free again");
     running.stop().await;
 }
+
+/// A node holds the dispatch slot a batch took: it renews the slot's row while a slow receiver holds the
+/// batch, and gives the slot back once it has lain idle, for other nodes.
+#[sqlx::test]
+async fn a_node_renews_the_slot_of_a_long_delivery_and_gives_it_back_once_idle(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer { delay: Duration::from_secs(6), ..Answer::status(200) }).await;
+    let hook = app.webhook_queue("slow", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
+    // A 4 s timeout holds a slot for 13 s at a time (two timeouts and 5 s), renewed every third of that.
+    let running = start_dispatcher(&pool, Duration::from_secs(4)).await;
+    app.publish_texts(&hook.queue, &["slow"]).await;
+    let held = "select count(*) from dispatch_slots where holder is not null";
+    wait_until_some(&pool, held, "no slot was taken for the batch").await;
+    let (first,): (chrono::DateTime<chrono::Utc>,) =
+        sqlx::query_as("select held_until from dispatch_slots where holder is not null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let renewed = format!(
+        "select count(*) from dispatch_slots where holder is not null and held_until > '{}'",
+        first.to_rfc3339()
+    );
+    wait_until_some(&pool, &renewed, "the slot of the batch still out was not renewed").await;
+    receiver.wait_for(1, DEADLINE).await;
+    let given_back = "select count(*) from (select 1 where not exists (
+                          select 1 from dispatch_slots where holder is not null)) t";
+    wait_until_some(&pool, given_back, "the idle slot was not given back").await;
+    running.stop().await;
+}
