@@ -392,10 +392,12 @@ async fn messages_leased_for_a_worker_that_stopped_are_given_back_at_once(pool: 
 #[sqlx::test]
 async fn a_node_renews_the_slot_of_a_long_delivery_and_gives_it_back_once_idle(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let receiver = Receiver::start(|_| Answer { delay: Duration::from_secs(6), ..Answer::status(200) }).await;
+    // One answer in 9.5 s, within the 10 s timeout: a timeout retried would hold the slot on and on.
+    let receiver = Receiver::start(|_| Answer { delay: Duration::from_millis(9_500), ..Answer::status(200) }).await;
     let hook = app.webhook_queue("slow", &receiver.url, json!({"settings": {"max_wait_time_ms": 0}})).await;
-    // A 4 s timeout holds a slot for 13 s at a time (two timeouts and 5 s), renewed every third of that.
-    let running = start_dispatcher(&pool, Duration::from_secs(4)).await;
+    // A 10 s timeout holds a slot for 25 s at a time (two timeouts and 5 s), renewed every third of that,
+    // so once while the answer is awaited.
+    let running = start_dispatcher(&pool, Duration::from_secs(10)).await;
     app.publish_texts(&hook.queue, &["slow"]).await;
     let held = "select count(*) from dispatch_slots where holder is not null";
     wait_until_some(&pool, held, "no slot was taken for the batch").await;
