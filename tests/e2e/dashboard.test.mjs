@@ -184,6 +184,49 @@ const tile = (page, label) => page.getByRole('group', { name: label }).locator('
 
 // ---- tests --------------------------------------------------------------------------------------
 
+test('the dashboard runs under a strict content security policy and refuses to be framed', async () => {
+  const { context, page, log } = await openPage();
+  try {
+    const response = await page.goto(`${BASE}/`);
+    const headers = response.headers();
+    const policy = headers['content-security-policy'] || '';
+    assert.match(policy, /script-src 'self'(;|$)/, `scripts only from the server itself: ${policy}`);
+    assert.match(policy, /frame-ancestors 'none'/, `no page may frame the dashboard: ${policy}`);
+    assert.doesNotMatch(policy, /unsafe-inline|unsafe-eval/, `no inline script or eval: ${policy}`);
+    assert.equal(headers['x-content-type-options'], 'nosniff');
+    assert.equal(headers['referrer-policy'], 'no-referrer');
+    await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
+    // Script injected into the page (what a stored cross-site script would be) is refused, not run.
+    const outcome = await page.evaluate(
+      () =>
+        new Promise((resolve) => {
+          document.addEventListener('securitypolicyviolation', (e) =>
+            resolve({ refused: e.effectiveDirective, ran: Boolean(window.injected) }),
+          );
+          const script = document.createElement('script');
+          script.textContent = 'window.injected = true';
+          document.head.append(script);
+          // A script allowed to run would have run as it was appended; give up on the event by then.
+          setTimeout(() => resolve({ refused: 'nothing', ran: Boolean(window.injected) }), 5000);
+        }),
+    );
+    assert.match(outcome.refused, /^script-src/, 'the injected script was refused by the policy');
+    assert.equal(outcome.ran, false, 'the injected script ran');
+    // Another page framing the dashboard (clickjacking) gets nothing of it.
+    // setContent returns once the page and its frame have loaded: Chromium puts its error page in the
+    // frame in the dashboard's place.
+    await page.goto('about:blank');
+    await page.setContent(`<iframe src="${BASE}/" title="framed"></iframe>`);
+    const frame = page.frames().find((f) => f !== page.mainFrame());
+    assert.match(frame.url(), /^chrome-error:/, `the dashboard loaded inside another page's frame: ${frame.url()}`);
+    const framed = page.frameLocator('iframe[title="framed"]');
+    assert.equal(await framed.getByRole('heading', { name: 'Sign in to the dashboard' }).count(), 0);
+    assertNoConsoleErrors(log, [/Content Security Policy/, /frame-ancestors/]);
+  } finally {
+    await context.close();
+  }
+});
+
 test('a wrong token shows a clear message and nothing else; an account id typed is checked', async () => {
   const { context, page, log } = await openPage();
   try {
