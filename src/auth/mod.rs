@@ -1,6 +1,7 @@
 //! Authentication: the token format and its argon2id hash, issuing tokens, scopes, and the verification
 //! cache. The `Authed` extractor that handlers name in their signatures is the API's (`api::extract`).
 
+pub mod failures;
 pub mod token;
 pub mod verifier;
 

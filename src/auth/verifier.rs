@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
+use super::failures::Failures;
 use super::token::{Scope, Token};
 use crate::ids::{AccountId, TokenId};
 use crate::store;
@@ -54,6 +55,10 @@ pub struct Verifier {
     ttl: Duration,
     hashing: tokio::sync::Semaphore,
     hashes_run: AtomicU64,
+    /// Wrong secrets per token id, which cool a guessed-at id down.
+    failures: Failures,
+    /// Secrets refused without hashing, their token id cooling down.
+    refused_cooling: AtomicU64,
     cache: Mutex<HashMap<Key, Cached>>,
     /// One check at a time per token; the others wait for its outcome.
     checking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
@@ -71,6 +76,8 @@ impl Verifier {
             ttl,
             hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
             hashes_run: AtomicU64::new(0),
+            failures: Failures::default(),
+            refused_cooling: AtomicU64::new(0),
             cache: Mutex::default(),
             checking: Mutex::default(),
         }
@@ -91,7 +98,8 @@ impl Verifier {
         }
         let checked = self.check(token, &key).await;
         self.checking.lock().expect("verifier lock").remove(&key);
-        let checked = checked?;
+        // Refused unheard while its token id cools down: not remembered, so the next second's try is heard.
+        let Some(checked) = checked? else { return Ok(None) };
         let principal = checked.principal.clone();
         self.remember(key, checked);
         Ok(principal)
@@ -102,35 +110,51 @@ impl Verifier {
         self.hashes_run.load(Ordering::Relaxed)
     }
 
+    /// How many secrets were refused without hashing while their token id cooled down.
+    pub fn refused_cooling(&self) -> u64 {
+        self.refused_cooling.load(Ordering::Relaxed)
+    }
+
     fn fresh(&self, key: &Key) -> Option<Option<Principal>> {
         let cache = self.cache.lock().expect("verifier lock");
         cache.get(key).filter(|c| c.checked_at.elapsed() < self.ttl).map(|c| c.principal.clone())
     }
 
     /// Reads the token's row; runs argon2 unless the secret was already verified against this hash.
-    async fn check(&self, token: Token, key: &Key) -> Result<Cached, sqlx::Error> {
+    /// None: refused without hashing, the token id cooling down after repeated wrong secrets.
+    async fn check(&self, token: Token, key: &Key) -> Result<Option<Cached>, sqlx::Error> {
         let checked_at = Instant::now();
         let Some(row) = store::tokens::find_active(&self.pool, token.id).await? else {
-            return Ok(Cached { principal: None, verified_hash: None, checked_at });
+            return Ok(Some(Cached { principal: None, verified_hash: None, checked_at }));
         };
         let known = self.cache.lock().expect("verifier lock").get(key).and_then(|c| c.verified_hash.clone());
         let matches = if known.as_deref() == Some(row.secret_hash.as_str()) {
             true
+        } else if !self.failures.may_try(token.id) {
+            self.refused_cooling.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
         } else {
+            let id = token.id;
             let hash = row.secret_hash.clone();
             let _permit = self.hashing.acquire().await.expect("the semaphore is never closed");
             self.hashes_run.fetch_add(1, Ordering::Relaxed);
-            tokio::task::spawn_blocking(move || token.matches(&hash)).await.unwrap_or(false)
+            let matches = tokio::task::spawn_blocking(move || token.matches(&hash)).await.unwrap_or(false);
+            if matches {
+                self.failures.succeeded(id);
+            } else {
+                self.failures.failed(id);
+            }
+            matches
         };
         if !matches {
-            return Ok(Cached { principal: None, verified_hash: None, checked_at });
+            return Ok(Some(Cached { principal: None, verified_hash: None, checked_at }));
         }
         let principal = Principal {
             account_id: row.account_id,
             token_id: row.id,
             scopes: row.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
         };
-        Ok(Cached { principal: Some(principal), verified_hash: Some(row.secret_hash), checked_at })
+        Ok(Some(Cached { principal: Some(principal), verified_hash: Some(row.secret_hash), checked_at }))
     }
 
     fn remember(&self, key: Key, checked: Cached) {

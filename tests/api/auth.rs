@@ -192,3 +192,45 @@ async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPo
     tokio::time::sleep(ttl * 2).await;
     assert!(verifier.verify(&token).await.unwrap().is_none());
 }
+
+/// A flood of wrong secrets for a real token id cools that id down: its secrets are hashed at most once
+/// a second, so the flood cannot take the node's cores; the holder whose secret this node verified before
+/// still gets in without waiting, and one it has not seen gets in at the next second's try.
+#[sqlx::test]
+async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool: PgPool) {
+    use skiplock::auth::failures::MOST_FAILURES;
+    let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
+    let (_, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
+    let ttl = Duration::from_millis(200);
+    let verifier = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+    assert!(verifier.verify(&token).await.unwrap().is_some());
+    // Distinct wrong secrets for the same id, so that no cached refusal answers for them.
+    let stem = &token[..token.len() - 6];
+    let forged = |i: u32| format!("{stem}{i:06}");
+    for i in 0..MOST_FAILURES {
+        assert!(verifier.verify(&forged(i)).await.unwrap().is_none());
+    }
+    assert_eq!(verifier.hashes_run(), 1 + u64::from(MOST_FAILURES));
+    for i in 0..20 {
+        assert!(verifier.verify(&forged(100 + i)).await.unwrap().is_none());
+    }
+    // Twenty more wrong secrets hashed (at most a try a second once cooling; a slow machine may get two).
+    assert!(verifier.hashes_run() <= 3 + u64::from(MOST_FAILURES), "hashed {}", verifier.hashes_run());
+    assert!(verifier.refused_cooling() >= 18, "refused unheard {}", verifier.refused_cooling());
+
+    // The holder this node knows: the outcome cached, and once stale, the row read but nothing hashed.
+    assert!(verifier.verify(&token).await.unwrap().is_some());
+    tokio::time::sleep(ttl * 2).await;
+    assert!(verifier.verify(&token).await.unwrap().is_some());
+
+    // A node that has not seen the right secret hears it at the next second's try.
+    let fresh = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+    for i in 0..MOST_FAILURES {
+        assert!(fresh.verify(&forged(i)).await.unwrap().is_none());
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fresh.verify(&token).await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the holder's right secret was never heard while cooling");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
