@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-flood run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -86,6 +86,13 @@ bench-long-poll:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench long-poll
+
+# Wrong-token floods beside a good tenant publishing 100 msg/s: its p99 against alone, the flood's rate and
+# the node's peak RSS (docs/benchmarks.md, "Wrong-token floods"): about 2 minutes.
+bench-flood:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench flood
 
 # W10 held horizon: W4 at 1,000 messages/s beside a W1 + W2 cycle of 100,000 messages each minute, for 3
 # minutes before, 10 with a snapshot held by another connection and 3 after, on a fresh database: about

@@ -8,6 +8,8 @@
 //!       W6 noisy neighbour: a quiet account at 100 msg/s beside one at full W1 speed.
 //!   skiplock-bench spread [--accounts 100 --queues 10]
 //!       W6 spread: W1 and W2 over many queues in many accounts, beside one queue.
+//!   skiplock-bench flood [--seconds 15 --flooders 8]
+//!       a good tenant's publish p99 beside wrong secrets of a real token id, then random token ids.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
@@ -29,6 +31,7 @@ mod chaos;
 mod cpu;
 mod fairness;
 mod first_delivery;
+mod flood;
 mod ha;
 mod horizon;
 mod http;
@@ -81,6 +84,8 @@ enum Command {
     Neighbour(neighbour::NeighbourArgs),
     /// W6 spread: W1 and W2 over 1,000 queues in 100 accounts, beside one queue.
     Spread(spread::SpreadArgs),
+    /// Wrong-token floods: a good tenant's publish p99 beside them, and the node's memory.
+    Flood(flood::FloodArgs),
     /// W10 held horizon: W4 and minutely W1 + W2 cycles before, during and after a held snapshot.
     Horizon(horizon::HorizonArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
@@ -103,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         Command::LongPoll(args) => long_poll::run(args).await,
         Command::Neighbour(args) => neighbour::run(args).await,
         Command::Spread(args) => spread::run(args).await,
+        Command::Flood(args) => flood::run(args).await,
         Command::Horizon(args) => horizon::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
