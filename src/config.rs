@@ -9,6 +9,7 @@ use clap::Args;
 use ipnet::IpNet;
 
 use crate::engine::limits::Limits;
+use crate::engine::rotation::Rotation;
 
 /// The settings as clap reads them (milliseconds and counts), before they become `Settings`.
 #[derive(Debug, Clone, Args)]
@@ -62,6 +63,11 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_MAX_WAITING_PULLS", default_value_t = Limits::default().max_waiting_pulls,
           value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
     max_waiting_pulls: i64,
+    /// How long a generation of the message tables stays current before an empty one takes its place,
+    /// in milliseconds (docs/operations.md, "A held snapshot").
+    #[arg(long, env = "SKIPLOCK_GENERATION_EVERY_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    generation_every_ms: u64,
     /// Database connections per process (and up to 4 more for publishes).
     #[arg(long, env = "SKIPLOCK_DB_POOL_SIZE", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -103,6 +109,8 @@ pub struct Settings {
     pub retention_sweep_every: Duration,
     /// How often the activity counters are written to the database (the dashboard's chart).
     pub activity_flush_every: Duration,
+    /// How the message generations turn.
+    pub rotation: Rotation,
 }
 
 impl From<SettingsArgs> for Settings {
@@ -128,6 +136,7 @@ impl From<SettingsArgs> for Settings {
             log_json: a.log_format == "json",
             retention_sweep_every: Duration::from_secs(30),
             activity_flush_every: Duration::from_secs(2),
+            rotation: Rotation { every: Duration::from_millis(a.generation_every_ms), ..Rotation::default() },
         }
     }
 }

@@ -69,6 +69,7 @@ impl Node {
             activity_flush: settings.activity_flush_every,
             queue_gauges: settings.queue_gauges_every,
             max_queue_series: settings.metrics_max_queues,
+            rotation: settings.rotation,
         };
         engine.spawn_background(&mut tasks, cadences, &stop);
         if roles.contains(&Role::Dispatcher) {

@@ -77,10 +77,11 @@ pub const UUID_V7_FUNCTION: &str = "create or replace function bench_uuid_v7() r
 pub fn raw_insert(queue: &str, rows: usize) -> String {
     format!(
         "with ids as (select bench_uuid_v7() as id from generate_series(1, {rows})),
-         bodies as (insert into message_bodies (id, content_type, body)
-                    select id, 1, convert_to(repeat('x', {BODY}), 'UTF8') from ids)
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select id, '{queue}', now(), {BODY}, now() from ids;\n"
+         current as (select gen from message_generations where state = 'current'),
+         bodies as (insert into message_bodies (id, content_type, body, gen)
+                    select id, 1, convert_to(repeat('x', {BODY}), 'UTF8'), gen from ids, current)
+         insert into messages (id, queue_id, available_at, size, published_at, gen)
+         select id, '{queue}', now(), {BODY}, now(), gen from ids, current;\n"
     )
 }
 
@@ -104,10 +105,11 @@ pub fn raw_drain(queue: &str) -> String {
 pub fn raw_preload(queue: &str, count: u64) -> String {
     format!(
         "with ids as (select bench_uuid_v7() as id from generate_series(1, {count})),
-         bodies as (insert into message_bodies (id, content_type, body)
-                    select id, 1, convert_to(repeat('x', {BODY}), 'UTF8') from ids)
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select id, '{queue}', now() - interval '1 second', {BODY}, now() from ids"
+         current as (select gen from message_generations where state = 'current'),
+         bodies as (insert into message_bodies (id, content_type, body, gen)
+                    select id, 1, convert_to(repeat('x', {BODY}), 'UTF8'), gen from ids, current)
+         insert into messages (id, queue_id, available_at, size, published_at, gen)
+         select id, '{queue}', now() - interval '1 second', {BODY}, now(), gen from ids, current"
     )
 }
 

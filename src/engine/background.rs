@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::maintenance::{self, MessageTable, TableVacuum};
 use super::periodic::{spawn_periodic, Pace};
+use super::rotation::Rotation;
 use super::{backlog, gauges, Engine};
 use crate::store;
 
@@ -26,6 +27,8 @@ pub struct Cadences {
     pub queue_gauges: Duration,
     /// Queues with their own gauge series.
     pub max_queue_series: usize,
+    /// How the message generations turn.
+    pub rotation: Rotation,
 }
 
 /// How often a node reads how far back the service's running transactions reach: its floors lag the
@@ -34,6 +37,8 @@ const BOUND_EVERY: Duration = Duration::from_millis(100);
 /// How often leases that ran out are swept: a message whose lease runs out is claimable again within this.
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 
+/// How often a node tries a turn of the message generations' rotation.
+const ROTATE_EVERY: Duration = Duration::from_secs(1);
 /// How often the cleanup horizon's holder is looked for.
 const HORIZON_EVERY: Duration = Duration::from_secs(10);
 
@@ -77,6 +82,10 @@ impl Engine {
         );
         self.periodic(tasks, "sweeping leases that ran out", Pace::Every(SWEEP_EVERY), stop, |e| async move {
             e.sweep_leases_that_ran_out().await
+        });
+        let rotation = cadences.rotation;
+        self.periodic(tasks, "turning the message generations", Pace::Every(ROTATE_EVERY), stop, move |e| async move {
+            e.rotate(rotation).await.map(|_| ())
         });
         self.periodic(tasks, "watching the cleanup horizon", Pace::Every(HORIZON_EVERY), stop, |e| async move {
             e.watch_horizon().await

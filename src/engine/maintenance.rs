@@ -41,10 +41,11 @@ pub enum MessageTable {
 impl MessageTable {
     pub const ALL: [MessageTable; 2] = [MessageTable::Messages, MessageTable::Bodies];
 
-    fn name(self) -> &'static str {
+    /// Its partitions, one per generation: vacuum and the statistics work on those.
+    fn partitions(self) -> [&'static str; 3] {
         match self {
-            MessageTable::Messages => "messages",
-            MessageTable::Bodies => "message_bodies",
+            MessageTable::Messages => ["messages_0", "messages_1", "messages_old"],
+            MessageTable::Bodies => ["message_bodies_0", "message_bodies_1", "message_bodies_old"],
         }
     }
 }
@@ -75,21 +76,34 @@ impl TableVacuum {
         TableVacuum { table }
     }
 
-    /// Vacuums the table if it is due, with at least `min_rows` dead rows (and, for the bodies, as many
-    /// new rows since its last vacuum). Skipped while another node is vacuuming it. Returns whether it ran.
+    /// Vacuums each of the table's generations that is due, with at least `min_rows` dead rows (and, for
+    /// the bodies, as many new rows since its last vacuum). Skipped while another node vacuums it, or the
+    /// rotation truncates it. Returns whether any ran.
     pub async fn run_if_due(&self, pool: &PgPool, min_rows: i64) -> Result<bool, sqlx::Error> {
-        let (dead, inserted_since) =
-            store::maintenance::dead_and_inserted_since_vacuum(pool, self.table.name()).await?;
-        let due = dead >= min_rows && (self.table == MessageTable::Messages || inserted_since >= min_rows);
-        if due {
-            store::maintenance::vacuum(pool, self.table.name()).await?;
+        let mut ran = false;
+        for partition in self.table.partitions() {
+            let (dead, inserted_since) = store::maintenance::dead_and_inserted_since_vacuum(pool, partition).await?;
+            let due = dead >= min_rows && (self.table == MessageTable::Messages || inserted_since >= min_rows);
+            if due {
+                store::maintenance::vacuum(pool, partition).await?;
+                ran = true;
+            }
         }
-        Ok(due)
+        Ok(ran)
     }
 }
 
 /// The tables whose growth outdates the plans of the statements that read them.
-const PLANNED_TABLES: [&str; 4] = ["messages", "message_bodies", "idempotency_keys", "ordering_keys"];
+const PLANNED_TABLES: [&str; 8] = [
+    "messages_0",
+    "messages_1",
+    "messages_old",
+    "message_bodies_0",
+    "message_bodies_1",
+    "message_bodies_old",
+    "idempotency_keys",
+    "ordering_keys",
+];
 /// How often their sizes are compared with the planner's statistics, and the least growth (in pages)
 /// that counts.
 pub const STATISTICS_EVERY: Duration = Duration::from_millis(250);

@@ -19,6 +19,7 @@ pub mod publisher;
 pub mod pull;
 pub mod queues;
 pub mod redrive;
+pub mod rotation;
 pub mod slots;
 pub mod sweep;
 pub mod wakeups;

@@ -54,9 +54,9 @@ macro_rules! dead_letter_ctes {
             group by q.id, q.sign),
         dropped as (
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
-            returning m.id),
-        dropped_bodies as (
-            delete from message_bodies b where b.id = any(array(select id from dropped)))"
+            returning m.id, m.gen),
+        dropped_bodies as (delete from message_bodies b
+            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped)))"
     };
 }
 
@@ -121,7 +121,7 @@ macro_rules! claim_statement {
     ($webhook:literal) => {
         concat!(
             "with candidates as (
-                 select id, attempts from messages
+                 select id, gen, attempts from messages
                  where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                    and published_at > now() - make_interval(secs => $5)
                  order by available_at, id
@@ -132,14 +132,17 @@ macro_rules! claim_statement {
                  update messages m
                  set available_at = clock_timestamp() + make_interval(secs => $4::float8 / 1000),
                      attempts = m.attempts + 1, leased = true, running = true
-                 where m.id = any(array(select id from candidates where attempts < $2))
-                 returning m.id, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at, m.ordering_key)
+                 where m.gen = any(array(select distinct gen from candidates where attempts < $2))
+                   and m.id = any(array(select id from candidates where attempts < $2))
+                 returning m.id, m.gen, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at,
+                           m.ordering_key)
              select c.id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
                     c.dead_lettered_at, c.ordering_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
-             from claimed c join message_bodies b on b.id = c.id
+             from claimed c join message_bodies b
+                  on b.gen = any(array(select distinct gen from claimed)) and b.id = c.id
              union all
              select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
@@ -385,15 +388,15 @@ pub async fn peek(
                 (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
                 m.ordering_key
          from (
-             (select id, available_at from messages
+             (select id, gen, available_at from messages
               where queue_id = $1 and not running and published_at > now() - make_interval(secs => $3)
               order by available_at, id limit $2)
              union all
-             (select id, available_at from messages
+             (select id, gen, available_at from messages
               where running and queue_id = $1 and published_at > now() - make_interval(secs => $3)
               order by available_at, id limit $2)) p
-         join messages m on m.id = p.id
-         join message_bodies b on b.id = m.id
+         join messages m on m.gen = p.gen and m.id = p.id
+         join message_bodies b on b.gen = m.gen and b.id = m.id
          order by p.available_at, p.id
          limit $2",
     )
@@ -521,8 +524,9 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId
     let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
         "with gone as (
              delete from messages m where queue_id = $1 and id = any($2)
-             returning m.id, m.size, m.ordering_key is not null as keyed),
-              bodies as (delete from message_bodies b using gone where b.id = gone.id)
+             returning m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+              bodies as (delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select id, size, keyed from gone",
     )
     .bind(queue.id())
@@ -550,8 +554,9 @@ pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) 
              from queues q where q.account_id = $1 and q.id = $2),
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
-             returning m.id, m.size, m.ordering_key is not null as keyed),
-         bodies as (delete from message_bodies b using gone where b.id = gone.id)
+             returning m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+         bodies as (delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
     .bind(queue.account())
@@ -600,8 +605,9 @@ pub async fn ack_batches(
          gone as (
              delete from messages m where m.id = any(array(select id from acked))
                and (m.queue_id, m.id) in (select queue_id, id from acked)
-             returning m.queue_id, m.id, m.size, m.ordering_key is not null as keyed),
-         bodies as (delete from message_bodies b where b.id = any(array(select id from gone)))
+             returning m.queue_id, m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+         bodies as (delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
     )
     .bind(&accounts)
@@ -655,8 +661,9 @@ impl FromIterator<(MessageId, i32, bool)> for Deleted {
 pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with doomed as (select id from messages where queue_id = $1 order by id for update),
-              gone as (delete from messages m using doomed d where m.id = d.id returning m.id)
-         delete from message_bodies b using gone where b.id = gone.id",
+              gone as (delete from messages m using doomed d where m.id = d.id returning m.id, m.gen)
+         delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
     )
     .bind(queue)
     .execute(db)
@@ -675,8 +682,9 @@ pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result
                and (q.id is null or m.published_at < now() - make_interval(secs => q.message_retention_period))
              limit $2
              for update of m skip locked),
-         gone as (delete from messages m where m.id = any(array(select id from expired)) returning m.id)
-         delete from message_bodies b where b.id = any(array(select id from gone))",
+         gone as (delete from messages m where m.id = any(array(select id from expired)) returning m.id, m.gen)
+         delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
     )
     .bind(queue)
     .bind(limit)

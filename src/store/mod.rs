@@ -9,6 +9,7 @@ pub mod consumers;
 pub mod counts;
 pub mod dispatch;
 pub mod gauges;
+pub mod generations;
 pub mod horizon;
 pub mod maintenance;
 pub mod messages;

@@ -87,8 +87,9 @@ macro_rules! insert_messages {
     (plain, $queues:literal, $keep:expr) => {
         concat!(
             "inserted as (
-         insert into messages (id, queue_id, available_at, size, published_at)
-         select m.id, m.queue_id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now()
+         insert into messages (id, queue_id, available_at, size, published_at, gen)
+         select m.id, m.queue_id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now(),
+                (select gen from message_generations where state = 'current')
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
          join ",
             $queues,
@@ -113,9 +114,9 @@ macro_rules! insert_messages {
          on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by
          returning h.opened_by),
      inserted as (
-         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key)
+         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, gen)
          select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
-                m.size, now(), m.key
+                m.size, now(), m.key, (select gen from message_generations where state = 'current')
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[]) as m(id, queue_id, delay, size, key)
          join ",
             $queues,
@@ -136,8 +137,8 @@ macro_rules! store_messages {
     ($mode:ident, $queues:literal) => {
         concat!(
             "bodies as (
-         insert into message_bodies (id, content_type, body)
-         select m.id, m.content_type, m.body
+         insert into message_bodies (id, content_type, body, gen)
+         select m.id, m.content_type, m.body, (select gen from message_generations where state = 'current')
          from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
          where m.queue_id in (select id from ",
             $queues,
@@ -225,8 +226,8 @@ macro_rules! publish_any_keys {
          where m.key is null or l.idempotency_window = 0
             or m.first and (m.queue_id, m.key) in (select queue_id, key from keys)),
      bodies as (
-         insert into message_bodies (id, content_type, body)
-         select m.id, m.content_type, m.body
+         insert into message_bodies (id, content_type, body, gen)
+         select m.id, m.content_type, m.body, (select gen from message_generations where state = 'current')
          from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
          where m.id in (select id from kept)),
      ",
@@ -265,16 +266,16 @@ const PUBLISH_LEASING: &str = "with live as (
          where exists (select 1 from unnest($4::uuid[], $7::int8[]) as m(queue_id, delay)
                        where m.queue_id = o.queue_id and coalesce(m.delay, 0) = 0)),
      bodies as (
-         insert into message_bodies (id, content_type, body)
-         select m.id, m.content_type, m.body
+         insert into message_bodies (id, content_type, body, gen)
+         select m.id, m.content_type, m.body, (select gen from message_generations where state = 'current')
          from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
          where m.queue_id in (select id from live)),
      inserted as (
-         insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at)
+         insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at, gen)
          select m.id, m.queue_id,
                 case when a.leased then clock_timestamp() + make_interval(secs => s.lease_ms / 1000)
                      else clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
-                a.leased::int4, a.leased, a.leased, m.size, now()
+                a.leased::int4, a.leased, a.leased, m.size, now(), (select gen from message_generations where state = 'current')
          from (select u.*, row_number() over (partition by u.queue_id order by coalesce(u.delay, 0) <> 0, u.i) as n
                from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) with ordinality
                    as u(id, queue_id, delay, size, i)) m

@@ -377,6 +377,18 @@ pub async fn listening_dispatcher_with(
     RunningDispatcher { stop, handle }
 }
 
+/// Holds the rotation of the message generations as a node turning it would, until the connection is
+/// dropped: a test of one generation's tables sees no other generation become current.
+pub async fn hold_the_rotation(pool: &PgPool) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("select pg_advisory_lock(hashtext($1))")
+        .bind(skiplock::store::generations::ROTATION_LOCK)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    conn
+}
+
 /// Waits, up to 15 s, until `count` (a query of one count) finds some; else fails with `never`.
 pub async fn wait_until_some(pool: &PgPool, count: &str, never: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);

@@ -15,6 +15,7 @@ mod dispatch_wakeups;
 mod durability;
 mod extend;
 mod first_run;
+mod generations;
 mod idempotency;
 mod listings;
 mod long_poll;

@@ -1,0 +1,132 @@
+//! The generations of `messages` and `message_bodies` (migration `…01_message_generations`): young
+//! generations 0 and 1 take turns being the current one, into which publishes store; the other drains and
+//! is truncated once empty, its few long-lived messages moved to the old generation, 2. The rotation's
+//! statements, across accounts: background work that answers no tenant.
+
+use sqlx::{PgConnection, PgPool};
+
+/// The advisory lock that one node at a time turns the rotation under.
+pub const ROTATION_LOCK: &str = "skiplock message generations";
+/// The old generation, never truncated.
+pub const OLD: i16 = 2;
+/// The partitions of each young generation, by generation (the statements below name them).
+const YOUNG: [(&str, &str); 2] = [("messages_0", "message_bodies_0"), ("messages_1", "message_bodies_1")];
+
+/// A young generation as the rotation reads it.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Generation {
+    pub gen: i16,
+    /// `current`, `draining` or `empty`.
+    pub state: String,
+    /// Seconds since it took its state.
+    pub age_seconds: f64,
+}
+
+/// The current generation, the one publishes store into.
+pub async fn current(pool: &PgPool) -> Result<i16, sqlx::Error> {
+    sqlx::query_scalar("select gen from message_generations where state = 'current'").fetch_one(pool).await
+}
+
+/// Takes the rotation for this transaction, unless another node has it; then the young generations,
+/// locked until the transaction ends.
+pub async fn take(conn: &mut PgConnection) -> Result<Option<Vec<Generation>>, sqlx::Error> {
+    let taken: bool = sqlx::query_scalar("select pg_try_advisory_xact_lock(hashtext($1))")
+        .bind(ROTATION_LOCK)
+        .fetch_one(&mut *conn)
+        .await?;
+    if !taken {
+        return Ok(None);
+    }
+    let young = sqlx::query_as(
+        "select gen, state, extract(epoch from now() - since)::float8 as age_seconds
+         from message_generations where state <> 'old' order by gen for update",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(Some(young))
+}
+
+/// Makes `next` (an empty generation) the current one and the current one `previous` draining.
+pub async fn switch(conn: &mut PgConnection, previous: i16, next: i16) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "update message_generations set since = now(),
+             state = case gen when $1 then 'draining' when $2 then 'current' end
+         where gen in ($1, $2)",
+    )
+    .bind(previous)
+    .bind(next)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Truncates the draining generation `gen` if it holds nothing, and marks it empty; false when it holds
+/// messages still, or when its tables are in use beyond `lock_timeout_ms` (a long statement, a vacuum, a
+/// `pg_dump`), which leaves it as it was. Runs in a savepoint of the caller's transaction.
+pub async fn truncate_if_empty(conn: &mut PgConnection, gen: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
+    let (messages, bodies) = YOUNG[gen as usize];
+    sqlx::query("savepoint truncating").execute(&mut *conn).await?;
+    let attempt = async {
+        sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
+        sqlx::query(&format!("lock table {messages}, {bodies} in access exclusive mode")).execute(&mut *conn).await?;
+        let holds: bool =
+            sqlx::query_scalar(&format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})"))
+                .fetch_one(&mut *conn)
+                .await?;
+        if holds {
+            return Ok(false);
+        }
+        sqlx::query(&format!("truncate {messages}, {bodies}")).execute(&mut *conn).await?;
+        sqlx::query("update message_generations set state = 'empty', since = now() where gen = $1")
+            .bind(gen)
+            .execute(&mut *conn)
+            .await?;
+        Ok::<_, sqlx::Error>(true)
+    };
+    match attempt.await {
+        Ok(done) => {
+            sqlx::query("release savepoint truncating").execute(&mut *conn).await?;
+            sqlx::query("set local lock_timeout = 0").execute(&mut *conn).await?;
+            Ok(done)
+        }
+        // lock_not_available: the tables are in use; try again at the next turn.
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
+            sqlx::query("rollback to savepoint truncating").execute(&mut *conn).await?;
+            Ok(false)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// How many messages the draining generation `gen` still holds, counted up to `max + 1`.
+pub async fn holds(conn: &mut PgConnection, gen: i16, max: i64) -> Result<i64, sqlx::Error> {
+    let (messages, _) = YOUNG[gen as usize];
+    sqlx::query_scalar(&format!("select count(*) from (select 1 from {messages} limit $1) t"))
+        .bind(max + 1)
+        .fetch_one(conn)
+        .await
+}
+
+/// Moves up to `limit` of the draining generation `gen`'s messages, with their bodies, to the old
+/// generation (those locked by a claim or an ack are left for the next turn); returns how many moved.
+/// Moving a row between partitions fires no insert or delete trigger, so counts and keys stay as they are.
+pub async fn move_to_old(conn: &mut PgConnection, gen: i16, limit: i64) -> Result<u64, sqlx::Error> {
+    let (messages, _) = YOUNG[gen as usize];
+    let moved: Vec<(uuid::Uuid,)> = sqlx::query_as(&format!(
+        "with moving as (select id from {messages} order by id limit $2 for update skip locked)
+         update messages m set gen = $3 from moving where m.gen = $1 and m.id = moving.id returning m.id"
+    ))
+    .bind(gen)
+    .bind(limit)
+    .bind(OLD)
+    .fetch_all(&mut *conn)
+    .await?;
+    let ids: Vec<uuid::Uuid> = moved.into_iter().map(|(id,)| id).collect();
+    sqlx::query("update message_bodies set gen = $3 where gen = $1 and id = any($2)")
+        .bind(gen)
+        .bind(&ids)
+        .bind(OLD)
+        .execute(conn)
+        .await?;
+    Ok(ids.len() as u64)
+}

@@ -1,0 +1,78 @@
+//! The message generations (`engine::rotation`): publishes store into the current generation; a turn
+//! makes an empty one current, moves the last long-lived messages of the draining one to the old
+//! generation with their bodies and leases intact, and truncates the draining one once empty.
+
+use std::time::Duration;
+
+use serde_json::json;
+use skiplock::engine::rotation::{Rotation, Turn};
+use sqlx::PgPool;
+
+use crate::helpers::{lease, spawn_app};
+
+/// Turns that never wait: a generation gives way at once and its messages move at once.
+const AT_ONCE: Rotation = Rotation { every: Duration::ZERO, move_after: Duration::ZERO, most_moved: 10_000 };
+
+async fn generation_of(pool: &PgPool, body: &str) -> i16 {
+    sqlx::query_scalar(
+        "select m.gen from messages m join message_bodies b on b.gen = m.gen and b.id = m.id
+         where convert_from(b.body, 'UTF8') = $1",
+    )
+    .bind(body)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+#[sqlx::test]
+async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_is_truncated(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let limits = skiplock::engine::limits::Limits::default();
+    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits).await.unwrap();
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["acked", "leased"]).await;
+    app.publish(&q, json!({"body": "later", "content_type": "text", "delay_seconds": 3600})).await;
+    let got = app.pull(&q, json!({"batch_size": 2, "visibility_timeout_ms": 600_000})).await;
+    app.ack(&q, &[lease(&got[0])], json!([])).await;
+    assert_eq!(generation_of(&pool, "leased").await, 0, "publishes store into the current generation");
+
+    // The node turns it too (every 10 s): a turn it takes at the same moment is skipped here.
+    let mut turns = Vec::new();
+    for _ in 0..20 {
+        let turn = engine.rotate(AT_ONCE).await.unwrap();
+        let truncated = turn == Turn::Truncated(0);
+        if turn != Turn::Busy {
+            turns.push(turn);
+        }
+        if truncated {
+            break;
+        }
+    }
+    assert_eq!(turns.first(), Some(&Turn::Switched { to: 1 }), "{turns:?}");
+    assert!(turns.contains(&Turn::Moved { from: 0, count: 2 }), "{turns:?}");
+    assert_eq!(turns.last(), Some(&Turn::Truncated(0)), "{turns:?}");
+    for body in ["leased", "later"] {
+        assert_eq!(generation_of(&pool, body).await, 2, "{body} lives on in the old generation");
+    }
+    let empty: i64 = sqlx::query_scalar("select count(*) from messages_0").fetch_one(&pool).await.unwrap();
+    assert_eq!(empty, 0);
+
+    // A moved message keeps its lease, its body and its place in the counts.
+    assert_eq!(app.backlog(&q).await, 2);
+    assert_eq!(app.ack(&q, &[lease(&got[1])], json!([])).await["ackCount"], 1);
+    let peeked = app.post(&format!("queues/{q}/messages/peek"), json!({})).await;
+    assert_eq!(peeked.expect_ok()["messages"][0]["body"], "later");
+    assert_eq!(app.backlog(&q).await, 1);
+    // Publishes now store into generation 1, and the next turn gives generation 0 back the turn.
+    app.publish_texts(&q, &["next"]).await;
+    assert_eq!(generation_of(&pool, "next").await, 1);
+    assert_eq!(app.pull(&q, json!({})).await[0]["body"], "next");
+    let mut turn = Turn::Busy;
+    for _ in 0..20 {
+        turn = engine.rotate(AT_ONCE).await.unwrap();
+        if turn != Turn::Busy {
+            break;
+        }
+    }
+    assert_eq!(turn, Turn::Switched { to: 0 });
+}
