@@ -3,7 +3,7 @@
 //! is truncated once empty, its few long-lived messages moved to the old generation, 2. The rotation's
 //! statements, across accounts: background work that answers no tenant.
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 /// The advisory lock that one node at a time turns the rotation under.
 pub const ROTATION_LOCK: &str = "skiplock message generations";
@@ -20,11 +20,6 @@ pub struct Generation {
     pub state: String,
     /// Seconds since it took its state.
     pub age_seconds: f64,
-}
-
-/// The current generation, the one publishes store into.
-pub async fn current(pool: &PgPool) -> Result<i16, sqlx::Error> {
-    sqlx::query_scalar("select gen from message_generations where state = 'current'").fetch_one(pool).await
 }
 
 /// Takes the rotation for this transaction, unless another node has it; then the young generations,
