@@ -130,12 +130,7 @@ async fn flood(host: &str, path: &str, token: &str, wrong: Wrong, end: Instant) 
     Ok(sent)
 }
 
-/// The node's peak resident set so far (VmHWM), in MiB.
+/// The node's peak resident set so far, in MiB.
 fn peak_rss_mib(env: &Env) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", env.server.id().unwrap_or(0))).unwrap_or_default();
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0.0)))
-        .unwrap_or(0.0);
-    kib / 1024.0
+    setup::peak_rss_mib(env.server.id().unwrap_or(0))
 }

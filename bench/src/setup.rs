@@ -225,3 +225,13 @@ where
     tokio::spawn(server);
     Ok((port, handle))
 }
+
+/// A process's peak resident set so far (`VmHWM`), in MiB; 0 when it cannot be read.
+pub fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0.0)))
+        .unwrap_or(0.0);
+    kib / 1024.0
+}

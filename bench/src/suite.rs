@@ -677,14 +677,7 @@ impl Bench {
     }
 
     fn peak_rss_mib(&self) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.server_pid)).unwrap_or_default();
-        let kib: f64 = status
-            .lines()
-            .find_map(|l| {
-                l.strip_prefix("VmHWM:").map(|v| v.trim().trim_end_matches(" kB").trim().parse().unwrap_or(0.0))
-            })
-            .unwrap_or(0.0);
-        kib / 1024.0
+        crate::setup::peak_rss_mib(self.server_pid)
     }
 }
 

@@ -124,15 +124,18 @@ impl Verifier {
     /// None: refused without hashing, the token id cooling down after repeated wrong secrets.
     async fn check(&self, token: Token, key: &Key) -> Result<Option<Cached>, sqlx::Error> {
         let checked_at = Instant::now();
+        let known = self.cache.lock().expect("verifier lock").get(key).and_then(|c| c.verified_hash.clone());
+        // A secret never verified here, for a cooling token id, is refused before its row is read: a flood
+        // of guesses costs no round trip each.
+        if known.is_none() && !self.failures.may_try(token.id) {
+            self.refused_cooling.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        }
         let Some(row) = store::tokens::find_active(&self.pool, token.id).await? else {
             return Ok(Some(Cached { principal: None, verified_hash: None, checked_at }));
         };
-        let known = self.cache.lock().expect("verifier lock").get(key).and_then(|c| c.verified_hash.clone());
         let matches = if known.as_deref() == Some(row.secret_hash.as_str()) {
             true
-        } else if !self.failures.may_try(token.id) {
-            self.refused_cooling.fetch_add(1, Ordering::Relaxed);
-            return Ok(None);
         } else {
             let id = token.id;
             let hash = row.secret_hash.clone();
