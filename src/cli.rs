@@ -1,9 +1,11 @@
-//! The `skiplock` command line: serve, migrate, and the operator's account and token commands.
+//! The `skiplock` command line: serve, migrate, and the operator's account, token and operator-token
+//! commands.
 
 use clap::{Parser, Subcommand};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::operator::{issue_operator, parse_operator_scopes};
 use crate::auth::Scope;
 use crate::config::{Settings, SettingsArgs};
 use crate::ids::TokenId;
@@ -49,6 +51,34 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Manage the operator's tokens, which reach the operator API (SKIPLOCK_ADMIN_BIND) alone.
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OperatorCommand {
+    /// Operator tokens.
+    Token {
+        #[command(subcommand)]
+        command: OperatorTokenCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OperatorTokenCommand {
+    /// Create an operator token; prints {"token_id", "token"}.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Comma-separated: read, write.
+        #[arg(long, value_delimiter = ',', default_value = "read,write")]
+        scopes: Vec<String>,
+    },
+    /// Revoke an operator token by id.
+    Revoke { token_id: String },
 }
 
 #[derive(Subcommand)]
@@ -74,6 +104,28 @@ enum TokenCommand {
     },
     /// Revoke a token by id.
     Revoke { token_id: String },
+}
+
+async fn operator_token(pool: &sqlx::PgPool, command: OperatorTokenCommand) -> anyhow::Result<()> {
+    match command {
+        OperatorTokenCommand::Create { name, scopes } => {
+            MIGRATOR.run(pool).await?;
+            if name.trim().is_empty() || name.chars().count() > 120 || name.chars().any(char::is_control) {
+                anyhow::bail!("--name: 1-120 characters, no control characters");
+            }
+            let scopes = parse_operator_scopes(&scopes).map_err(|e| anyhow::anyhow!("--scopes: {e}"))?;
+            let (id, token) = issue_operator(pool, &name, &scopes).await?;
+            println!("{}", json!({ "token_id": id, "token": token }));
+        }
+        OperatorTokenCommand::Revoke { token_id } => {
+            let id: TokenId = token_id.parse().map_err(|e| anyhow::anyhow!("token id: {e}"))?;
+            if !store::operators::revoke(pool, id).await? {
+                anyhow::bail!("no active operator token {id}");
+            }
+            println!("{}", json!({ "revoked": id }));
+        }
+    }
+    Ok(())
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -118,6 +170,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             }
             println!("{}", json!({ "revoked": id }));
         }
+        Command::Operator { command: OperatorCommand::Token { command } } => operator_token(&pool, command).await?,
     }
     Ok(())
 }

@@ -20,6 +20,9 @@ pub struct SettingsArgs {
     /// API and dashboard address.
     #[arg(long, env = "SKIPLOCK_BIND", default_value = "127.0.0.1:8787")]
     bind: SocketAddr,
+    /// Operator API address (`/admin/v1`, with the dashboard's operator view); keep it private.
+    #[arg(long, env = "SKIPLOCK_ADMIN_BIND", default_value = "127.0.0.1:9788")]
+    admin_bind: SocketAddr,
     /// Prometheus /metrics address.
     #[arg(long, env = "SKIPLOCK_METRICS_BIND", default_value = "127.0.0.1:9787")]
     metrics_bind: SocketAddr,
@@ -96,6 +99,7 @@ fn parse_log_filter(raw: &str) -> Result<String, String> {
 pub struct Settings {
     pub database_url: String,
     pub bind: SocketAddr,
+    pub admin_bind: SocketAddr,
     pub metrics_bind: SocketAddr,
     pub webhook_allow_cidrs: Vec<IpNet>,
     pub webhook_timeout: Duration,
@@ -118,6 +122,7 @@ impl From<SettingsArgs> for Settings {
         Self {
             database_url: a.database_url,
             bind: a.bind,
+            admin_bind: a.admin_bind,
             metrics_bind: a.metrics_bind,
             webhook_allow_cidrs: a.webhook_allow_cidrs.into_iter().flatten().collect(),
             webhook_timeout: Duration::from_millis(a.webhook_timeout_ms),
@@ -171,6 +176,7 @@ mod tests {
         let s = Settings::from_args(["--database-url", "postgres://x"]).unwrap();
         assert_eq!(s.bind.to_string(), "127.0.0.1:8787");
         assert_eq!(s.metrics_bind.to_string(), "127.0.0.1:9787");
+        assert_eq!(s.admin_bind.to_string(), "127.0.0.1:9788");
         assert_eq!(s.limits, Limits::default());
         assert_eq!(s.webhook_timeout, Duration::from_secs(30));
     }

@@ -40,6 +40,10 @@ pub enum Kind {
     RedriveConflict,
     RateLimited,
     QueueFull,
+    /// The account is suspended by the operator.
+    AccountSuspended,
+    /// A token used outside its `not_before`..`expires_on` window.
+    TokenOutsideWindow,
     /// The database cannot be reached, is shutting down, or a transaction lost a conflict: nothing was
     /// applied.
     Unavailable,
@@ -84,6 +88,8 @@ impl Kind {
             Kind::RedriveConflict => (S::CONFLICT, 11015, false),
             Kind::RateLimited => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
+            Kind::AccountSuspended => (S::FORBIDDEN, 11016, false),
+            Kind::TokenOutsideWindow => (S::UNAUTHORIZED, 10001, false),
             Kind::Unavailable => (S::SERVICE_UNAVAILABLE, 10000, true),
             Kind::Internal => (S::INTERNAL_SERVER_ERROR, 10000, true),
         };
@@ -115,6 +121,15 @@ impl ApiError {
 
     pub fn queue_not_found() -> Self {
         Self::new(Kind::QueueNotFound, "queue not found")
+    }
+
+    /// Every request of a suspended account gets this, until the operator resumes it.
+    pub fn account_suspended() -> Self {
+        Self::new(
+            Kind::AccountSuspended,
+            "account_suspended: this account is suspended; its requests are refused and its deliveries stopped \
+             until the operator resumes it",
+        )
     }
 
     pub fn not_found(what: &str) -> Self {

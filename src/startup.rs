@@ -38,6 +38,8 @@ pub struct Node {
     pub engine: Arc<Engine>,
     /// Where the API listens, when the node runs it.
     pub api_addr: Option<SocketAddr>,
+    /// Where the operator API listens, when the node runs the API.
+    pub admin_addr: Option<SocketAddr>,
     pub metrics_addr: SocketAddr,
     tasks: tokio::task::JoinSet<()>,
     stop: CancellationToken,
@@ -78,21 +80,26 @@ impl Node {
             tracing::info!("dispatching webhooks");
             tasks.spawn(crate::dispatch::run(Arc::new(dispatcher(&engine, dispatch, guard)), stop.clone()));
         }
-        let mut api_addr = None;
+        let (mut api_addr, mut admin_addr) = (None, None);
         if roles.contains(&Role::Api) {
-            let app = Application::build(&engine, settings.bind)?;
+            let app = Application::build(&engine, settings.bind, api::routes)?;
             api_addr = Some(app.local_addr());
             tracing::info!(address = %app.local_addr(), "serving the API");
-            let app_stop = stop.clone();
-            tasks.spawn(async move {
-                if let Err(err) = app.run_until_stopped(app_stop.clone()).await {
-                    tracing::error!(error = %err, "the API server failed");
-                }
-                // The node stops with its API.
-                app_stop.cancel();
-            });
+            let admin = Application::build(&engine, settings.admin_bind, api::admin_routes)?;
+            admin_addr = Some(admin.local_addr());
+            tracing::info!(address = %admin.local_addr(), "serving the operator API");
+            for (app, what) in [(app, "the API server"), (admin, "the operator API server")] {
+                let app_stop = stop.clone();
+                tasks.spawn(async move {
+                    if let Err(err) = app.run_until_stopped(app_stop.clone()).await {
+                        tracing::error!(error = %err, "{what} failed");
+                    }
+                    // The node stops with its API.
+                    app_stop.cancel();
+                });
+            }
         }
-        Ok(Node { engine, api_addr, metrics_addr, tasks, stop })
+        Ok(Node { engine, api_addr, admin_addr, metrics_addr, tasks, stop })
     }
 
     /// Waits until the node is stopped and every task has finished.
@@ -110,8 +117,9 @@ pub struct Application {
 }
 
 impl Application {
-    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app on `engine`.
-    pub fn build(engine: &Arc<Engine>, bind: SocketAddr) -> anyhow::Result<Self> {
+    /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app of `routes` on `engine`,
+    /// with the dashboard's files for any other path.
+    pub fn build(engine: &Arc<Engine>, bind: SocketAddr, routes: fn(&mut web::ServiceConfig)) -> anyhow::Result<Self> {
         let state = web::Data::from(engine.clone());
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
@@ -123,7 +131,7 @@ impl Application {
                 .app_data(state.clone())
                 .app_data(metrics.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
-                .configure(api::routes)
+                .configure(routes)
                 .default_service(web::to(api::assets::asset))
         })
         .disable_signals()

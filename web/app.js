@@ -1,13 +1,16 @@
 // skiplock dashboard: session, routing and the page shell. Views live in views/*.js.
 // The API token is kept in sessionStorage only (this tab, until it closes or the user signs out);
 // it never goes into a URL, a cookie or the console.
+// A session is an account's (an `skl_` token: queues and tokens, on the public address) or the
+// operator's (an `sko_` token: the accounts, on the operator address); each mode has its own pages.
 
-import { createClient, describe, ApiError } from './lib/api.js';
-import { toast } from './lib/dom.js';
+import { createClient, createOperatorClient, describe, isSuspended, ApiError, SUSPENDED_TEXT } from './lib/api.js';
+import { h, toast } from './lib/dom.js';
 import { renderSignIn } from './views/signin.js';
 import { renderQueues } from './views/queues.js';
 import { renderQueue, forgetHistory } from './views/queue.js';
 import { renderTokens } from './views/tokens.js';
+import { renderAccounts, renderAccount } from './views/operator.js';
 import { renderNotFound } from './views/notfound.js';
 
 const SESSION_KEY = 'skiplock.session';
@@ -15,10 +18,15 @@ const SESSION_KEY = 'skiplock.session';
 const main = document.getElementById('main');
 const topbar = document.getElementById('topbar');
 const banner = document.getElementById('banner');
+const standing = document.getElementById('standing');
 const accountLabel = document.getElementById('account-id');
+const brand = topbar.querySelector('.brand');
+
+/** Each mode's first page (the top bar's links for a mode have its name in data-mode). */
+const HOME = { account: '#/queues', operator: '#/operator/accounts' };
 
 let session = loadSession();
-let api = session ? createClient(session, expired) : null;
+let api = session ? clientFor(session) : null;
 let current = null; // {controller, cleanup}
 let signInMessage = null;
 
@@ -27,18 +35,35 @@ function loadSession() {
     const raw = sessionStorage.getItem(SESSION_KEY);
     if (!raw) return null;
     const s = JSON.parse(raw);
-    return s && typeof s.accountId === 'string' && typeof s.token === 'string' ? s : null;
+    if (!s || typeof s.token !== 'string') return null;
+    if (s.mode === 'operator') return s;
+    return typeof s.accountId === 'string' ? s : null;
   } catch {
     return null;
   }
 }
 
+function modeOf(s) {
+  return s && s.mode === 'operator' ? 'operator' : 'account';
+}
+
+function clientFor(s) {
+  return modeOf(s) === 'operator' ? createOperatorClient(s, expired) : createClient(s, expired, suspended);
+}
+
+/** Whether the address's page belongs to this mode (an operator's page is under #/operator/). */
+function belongs(hash, mode) {
+  return hash.startsWith('#/operator/') === (mode === 'operator');
+}
+
 function signIn(next) {
   session = next;
   sessionStorage.setItem(SESSION_KEY, JSON.stringify(next));
-  api = createClient(session, expired);
+  api = clientFor(session);
   signInMessage = null;
-  if (!location.hash || location.hash === '#/' || location.hash === '#') location.hash = '#/queues';
+  const mode = modeOf(session);
+  const hash = location.hash;
+  if (!hash || hash === '#/' || hash === '#' || !belongs(hash, mode)) location.hash = HOME[mode];
   else route();
 }
 
@@ -49,6 +74,7 @@ function signOut(message) {
   forgetHistory();
   signInMessage = message || null;
   setBanner(null);
+  suspended(null);
   if (location.hash && location.hash !== '#/') history.replaceState(null, '', location.pathname);
   route();
 }
@@ -68,6 +94,23 @@ function expired(err) {
 function setBanner(text) {
   banner.hidden = !text;
   banner.textContent = text || '';
+}
+
+/**
+ * The account's standing, from the API client: an error when the server said the operator suspended
+ * the account (a banner says so until an answer succeeds again), null when it is served.
+ */
+function suspended(err) {
+  if (!err) {
+    if (!standing.hidden) {
+      standing.hidden = true;
+      standing.replaceChildren();
+    }
+    return;
+  }
+  if (!standing.hidden || !session) return;
+  standing.replaceChildren(h('strong', null, 'Account suspended. '), SUSPENDED_TEXT);
+  standing.hidden = false;
 }
 
 /**
@@ -91,7 +134,7 @@ function poll(signal, intervalMs, task) {
           if (signal.aborted) return;
           if (err instanceof ApiError && (err.kind === 'network' || err.kind === 'timeout')) {
             setBanner(`${describe(err)} Retrying every few seconds…`);
-          } else if (!(err instanceof ApiError && err.kind === 'unauthorized')) {
+          } else if (!(err instanceof ApiError && err.kind === 'unauthorized') && !isSuspended(err)) {
             setBanner(describe(err));
           }
         }
@@ -149,6 +192,33 @@ function setNav(active) {
   }
 }
 
+/** Shows the top bar of a mode: its own navigation only, and who is signed in. */
+function setShell(mode) {
+  topbar.hidden = false;
+  for (const link of topbar.querySelectorAll('[data-mode]')) link.hidden = link.dataset.mode !== mode;
+  brand.setAttribute('href', HOME[mode]);
+  if (mode === 'operator') {
+    accountLabel.textContent = 'Operator';
+    accountLabel.title = 'Signed in with an operator token';
+    return;
+  }
+  const shortId = `${session.accountId.slice(0, 8)}…`;
+  accountLabel.textContent = session.accountName ? `${session.accountName} · ${shortId}` : `Account ${shortId}`;
+  accountLabel.title = `Account ID ${session.accountId}`;
+}
+
+/** The accounts list's address: #/operator/accounts?name=..&status=..&page=.. (each optional). */
+function accountsQuery(text) {
+  const params = new URLSearchParams(text || '');
+  const page = Number(params.get('page'));
+  const status = params.get('status');
+  return {
+    name: params.get('name') || '',
+    status: status === 'active' || status === 'suspended' ? status : '',
+    page: Number.isInteger(page) && page >= 1 && page < 1e9 ? page : 1,
+  };
+}
+
 function route() {
   if (current) {
     current.controller.abort();
@@ -173,11 +243,24 @@ function route() {
     setBanner(null);
     ctx.setTitle('Sign in');
     cleanup = renderSignIn(main, { ...ctx, message: signInMessage, onSignedIn: signIn });
+  } else if (modeOf(session) === 'operator') {
+    setShell('operator');
+    ctx.home = { href: HOME.operator, label: 'Go to the accounts' };
+    const hash = location.hash || HOME.operator;
+    let m;
+    if ((m = /^#\/operator\/accounts(?:\?(.*))?$/.exec(hash)) || hash === '#/' || hash === '#') {
+      setNav('accounts');
+      cleanup = renderAccounts(main, ctx, accountsQuery(m && m[1]));
+    } else if ((m = /^#\/operator\/accounts\/([0-9a-f]{32})$/.exec(hash))) {
+      setNav('accounts');
+      cleanup = renderAccount(main, ctx, m[1]);
+    } else {
+      setNav(null);
+      cleanup = renderNotFound(main, ctx);
+    }
   } else {
-    topbar.hidden = false;
-    const shortId = `${session.accountId.slice(0, 8)}…`;
-    accountLabel.textContent = session.accountName ? `${session.accountName} · ${shortId}` : `Account ${shortId}`;
-    accountLabel.title = `Account ID ${session.accountId}`;
+    setShell('account');
+    ctx.home = { href: HOME.account, label: 'Go to the queues' };
     const hash = location.hash || '#/queues';
     let m;
     if ((m = /^#\/queues(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash)) || hash === '#/' || hash === '#') {

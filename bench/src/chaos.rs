@@ -133,6 +133,7 @@ impl Cluster {
                 .env("DATABASE_URL", &self.url)
                 .env("SKIPLOCK_BIND", format!("127.0.0.1:{}", self.port))
                 .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
+                .env("SKIPLOCK_ADMIN_BIND", "127.0.0.1:0")
                 .env("SKIPLOCK_LOG", "error")
                 .env("SKIPLOCK_RATE_LIMIT", "0")
                 .env("SKIPLOCK_PUBLISH_RATE_LIMIT", "0")

@@ -101,6 +101,7 @@ async fn start_env() -> anyhow::Result<(Env, String)> {
         ("SKIPLOCK_RATE_LIMIT", "0".into()),
         ("SKIPLOCK_PUBLISH_RATE_LIMIT", "0".into()),
         ("SKIPLOCK_METRICS_BIND", metrics.clone()),
+        ("SKIPLOCK_ADMIN_BIND", "127.0.0.1:0".into()),
     ])
     .await?;
     Ok((env, format!("http://{metrics}/metrics")))

@@ -85,6 +85,7 @@ fn spawn_server(database_url: &str, args: &[&str], env: &[(&str, String)]) -> an
         .env("DATABASE_URL", database_url)
         .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))
         .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{metrics_port}"))
+        .env("SKIPLOCK_ADMIN_BIND", "127.0.0.1:0")
         .env("SKIPLOCK_LOG", "warn")
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())

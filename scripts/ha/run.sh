@@ -190,7 +190,7 @@ TOKEN="$(sed -E 's/.*"token":"([^"]+)".*/\1/' <<<"$account_json")"
 declare -A ROLES=([api1]=api [api2]=api [disp]=dispatcher [both]=api,dispatcher) PORT=()
 for node in api1 api2 disp both; do PORT[$node]=$(free_port); done
 start_node() {
-  DATABASE_URL="$DATABASE_URL" SKIPLOCK_BIND="127.0.0.1:${PORT[$1]}" SKIPLOCK_METRICS_BIND="127.0.0.1:$(free_port)" \
+  DATABASE_URL="$DATABASE_URL" SKIPLOCK_BIND="127.0.0.1:${PORT[$1]}" SKIPLOCK_METRICS_BIND="127.0.0.1:$(free_port)" SKIPLOCK_ADMIN_BIND=127.0.0.1:0 \
     SKIPLOCK_LOG=warn SKIPLOCK_RATE_LIMIT=0 SKIPLOCK_PUBLISH_RATE_LIMIT=0 SKIPLOCK_WEBHOOK_TIMEOUT_MS=2000 SKIPLOCK_DB_POOL_SIZE=8 \
     SKIPLOCK_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8 \
     "$BIN/skiplock" serve --no-migrate --roles "${ROLES[$1]}" >>"$DIR/$1.log" 2>&1 &

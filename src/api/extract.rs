@@ -1,6 +1,7 @@
 //! `Authed<R>`: the handler-signature guard. It verifies the bearer token, checks that the path's
 //! account is the token's own (another account's is a 404, as for any object it cannot see), that the
-//! token carries the scopes `R` requires, and that the account is within its request rate.
+//! token is within its validity window and carries the scopes `R` requires, and that the account is
+//! served (not suspended) and within its request rate.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -9,7 +10,7 @@ use std::str::FromStr;
 
 use actix_web::{http::header, web, FromRequest, HttpRequest};
 
-use crate::auth::{Principal, Scope};
+use crate::auth::{Principal, Scope, Token, TokenKind};
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, TokenId};
@@ -51,23 +52,17 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let state = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
-        let bearer = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
-            .map(|v| v.trim().to_owned());
+        let bearer = bearer(req);
         let path_account = req.match_info().get("account_id").map(str::to_owned);
         let path = req.path().to_owned();
         Box::pin(async move {
-            let text = bearer.ok_or_else(|| {
-                ApiError::new(Kind::Unauthorized, "missing bearer token: send 'Authorization: Bearer <token>'")
-            })?;
-            let principal = state
-                .verifier
-                .verify(&text)
-                .await?
-                .ok_or_else(|| ApiError::new(Kind::Unauthorized, "invalid or revoked API token"))?;
+            let text = bearer.ok_or_else(missing_bearer)?;
+            let Some(principal) = state.verifier.verify(&text).await? else {
+                return Err(refused(&text));
+            };
+            if let Some(why) = principal.refused_at(chrono::Utc::now()) {
+                return Err(ApiError::new(Kind::TokenOutsideWindow, why));
+            }
             if let Some(raw) = path_account {
                 // A malformed id and another account's id get the same answer, as for any object it cannot see.
                 if raw.parse::<AccountId>().ok() != Some(principal.account_id) {
@@ -86,6 +81,9 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 ));
             }
             tracing::Span::current().record("account_id", tracing::field::display(principal.account_id));
+            if state.standing.is_suspended(principal.account_id) {
+                return Err(ApiError::account_suspended());
+            }
             if let Err(wait) = state.request_rate.take(principal.account_id) {
                 let message = format!(
                     "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
@@ -96,6 +94,30 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
             Ok(Self { principal, _requirement: PhantomData })
         })
     }
+}
+
+pub fn missing_bearer() -> ApiError {
+    ApiError::new(Kind::Unauthorized, "missing bearer token: send 'Authorization: Bearer <token>'")
+}
+
+/// The request's bearer token, if it sends one.
+pub fn bearer(req: &HttpRequest) -> Option<String> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .map(|v| v.trim().to_owned())
+}
+
+/// The answer to a token that did not verify: an operator token gets told where it belongs.
+fn refused(text: &str) -> ApiError {
+    let operator = Token::parse(text).is_some_and(|t| t.kind == TokenKind::Operator);
+    let message = if operator {
+        "an operator token cannot use the tenant API; use an account's token (skl_...), or the operator API"
+    } else {
+        "invalid or revoked API token"
+    };
+    ApiError::new(Kind::Unauthorized, message)
 }
 
 /// A queue of the token's account, named by the path's `{queue_id}`: `Authed<R>` first, then the id is
@@ -137,6 +159,10 @@ impl PathSegment for RedriveId {
     const SEGMENT: &'static str = "redrive_id";
 }
 
+impl PathSegment for AccountId {
+    const SEGMENT: &'static str = "account_id";
+}
+
 impl PathSegment for TokenId {
     const SEGMENT: &'static str = "token_id";
 }
@@ -155,6 +181,6 @@ impl<T: PathSegment> FromRequest for PathId<T> {
 }
 
 /// Parses an id from the path, answering 400 with the given code when it is malformed.
-fn path_id<T: FromStr<Err = MalformedId>>(raw: &str, kind: Kind) -> Result<T, ApiError> {
+pub fn path_id<T: FromStr<Err = MalformedId>>(raw: &str, kind: Kind) -> Result<T, ApiError> {
     raw.parse().map_err(|e: MalformedId| ApiError::new(kind, e.to_string()))
 }

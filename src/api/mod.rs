@@ -2,6 +2,7 @@
 //! Handlers parse, authorize, call the store and shape the envelope; rules live in `queue`.
 
 pub mod accounts;
+pub mod admin;
 pub mod assets;
 pub mod consumers;
 pub mod envelope;
@@ -60,6 +61,26 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         );
 }
 
+/// The operator API's routes, served on the admin address with the dashboard (whose operator view they
+/// feed) and the health checks.
+pub fn admin_routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource!("/healthz"; get => healthz))
+        .service(resource!("/readyz"; get => readyz))
+        .service(resource!("/openapi.json"; get => admin_openapi))
+        .service(
+            web::scope("/admin/v1")
+                .service(resource!("/accounts"; get => admin::accounts::list, post => admin::accounts::create))
+                .service(resource!("/accounts/{account_id}";
+                    get => admin::accounts::get, patch => admin::accounts::update))
+                .service(resource!("/accounts/{account_id}/suspend"; post => admin::accounts::suspend))
+                .service(resource!("/accounts/{account_id}/resume"; post => admin::accounts::resume))
+                .service(resource!("/accounts/{account_id}/tokens";
+                    get => admin::tokens::list, post => admin::tokens::create))
+                .service(resource!("/accounts/{account_id}/tokens/{token_id}"; delete => admin::tokens::revoke))
+                .default_service(web::to(no_such_endpoint)),
+        );
+}
+
 fn account_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(resource!(""; get => accounts::get))
         .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
@@ -113,6 +134,11 @@ async fn method_not_allowed(req: actix_web::HttpRequest, allowed: &'static [&'st
 /// The OpenAPI document of this API.
 async fn openapi() -> HttpResponse {
     HttpResponse::Ok().content_type("application/json").body(include_str!("../../openapi/openapi.json"))
+}
+
+/// The OpenAPI document of the operator API.
+async fn admin_openapi() -> HttpResponse {
+    HttpResponse::Ok().content_type("application/json").body(include_str!("../../openapi/admin.json"))
 }
 
 pub async fn no_such_endpoint(req: actix_web::HttpRequest) -> Result<HttpResponse, ApiError> {

@@ -1,18 +1,21 @@
-//! Token endpoints: verify (any valid token), and create/list/revoke (scope `tokens_write`).
+//! Token endpoints: verify (any valid token), and create/list/revoke (scope `tokens_write`). The body of
+//! a create and the view of a token are shared with the operator API, which issues tokens on an
+//! account's behalf.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::envelope::{ok, ok_list, ApiJson};
 use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{Authed, PathId, TokenOnly, TokensWrite};
-use crate::auth::{issue, parse_scopes};
+use crate::auth::{issue_within, parse_scopes, Scope};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
-use crate::ids::TokenId;
-use crate::store;
+use crate::ids::{AccountId, TokenId};
+use crate::store::{self, tokens::TokenRow, tokens::Validity};
 
 type Data = web::Data<Engine>;
 
@@ -25,23 +28,86 @@ pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
         "status": "active",
         "account_id": auth.principal.account_id,
         "scopes": scopes,
+        "not_before": auth.principal.not_before.map(timestamp),
+        "expires_on": auth.principal.expires_on.map(timestamp),
     }))
 }
 
+/// A token to create: its name, scopes and, as Cloudflare's tokens, when it may be used.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
     name: Option<String>,
     scopes: Option<Vec<String>>,
+    not_before: Option<String>,
+    expires_on: Option<String>,
+}
+
+impl CreateToken {
+    /// The name, scopes and validity asked for, each checked; a 400 naming what to fix.
+    pub fn checked(self, now: DateTime<Utc>) -> ApiResult<(String, Vec<Scope>, Validity)> {
+        let name = self.name.unwrap_or_default();
+        if name.trim().is_empty() || name.chars().count() > 120 || name.chars().any(char::is_control) {
+            return Err(ApiError::invalid("name is required: 1-120 characters, no control characters"));
+        }
+        let scopes = parse_scopes(self.scopes.as_deref().unwrap_or_default()).map_err(ApiError::invalid)?;
+        let validity = Validity {
+            not_before: self.not_before.as_deref().map(|t| instant("not_before", t)).transpose()?,
+            expires_on: self.expires_on.as_deref().map(|t| instant("expires_on", t)).transpose()?,
+        };
+        if validity.expires_on.is_some_and(|expires| expires <= now) {
+            return Err(ApiError::invalid("expires_on must be in the future"));
+        }
+        if let (Some(start), Some(end)) = (validity.not_before, validity.expires_on) {
+            if start >= end {
+                return Err(ApiError::invalid("not_before must be before expires_on"));
+            }
+        }
+        Ok((name, scopes, validity))
+    }
+}
+
+/// An RFC 3339 time such as 2027-01-01T00:00:00Z, to the microsecond PostgreSQL keeps (so that the
+/// checks below hold for what is stored).
+fn instant(field: &str, raw: &str) -> ApiResult<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(raw)
+        .map(|t| t.with_timezone(&Utc).trunc_subsecs(6))
+        .map_err(|_| ApiError::invalid(format!("{field} must be an RFC 3339 time such as 2027-01-01T00:00:00Z")))
+}
+
+/// A token as the lists show it; at its creation, with its text (`token`), the only time it is shown.
+pub fn token_view(row: &TokenRow, text: Option<&str>) -> Value {
+    let expired = row.expires_on.is_some_and(|expires| expires <= Utc::now());
+    let mut view = json!({
+        "id": row.id,
+        "name": row.name,
+        "status": if expired { "expired" } else { "active" },
+        "scopes": row.scopes,
+        "created_on": timestamp(row.created_at),
+        "not_before": row.not_before.map(timestamp),
+        "expires_on": row.expires_on.map(timestamp),
+    });
+    if let Some(text) = text {
+        view["token"] = json!(text);
+    }
+    view
+}
+
+/// Issues `account` a token named `name` with `scopes`, usable within `v`: its view, with its text.
+pub async fn issue_for(
+    state: &Engine,
+    account: AccountId,
+    name: &str,
+    scopes: &[Scope],
+    v: Validity,
+) -> ApiResult<Value> {
+    let (id, text) = issue_within(&state.pool, account, name, scopes, v).await?;
+    let row = store::tokens::find_active(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("token"))?;
+    Ok(token_view(&row, Some(&text)))
 }
 
 pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<CreateToken>) -> ApiResult<HttpResponse> {
-    let body = body.0;
-    let name = body.name.unwrap_or_default();
-    if name.trim().is_empty() || name.chars().count() > 120 || name.chars().any(char::is_control) {
-        return Err(ApiError::invalid("name is required: 1-120 characters, no control characters"));
-    }
-    let scopes = parse_scopes(body.scopes.as_deref().unwrap_or_default()).map_err(ApiError::invalid)?;
+    let (name, scopes, validity) = body.0.checked(Utc::now())?;
     // A token can only hand out what it holds itself.
     if let Some(extra) = scopes.iter().find(|s| !auth.principal.has(**s)) {
         return Err(ApiError::new(
@@ -49,32 +115,30 @@ pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<Create
             format!("this token cannot grant the {} scope it does not hold itself", extra.as_str()),
         ));
     }
-    let (id, text) = issue(&state.pool, auth.account_id(), &name, &scopes).await?;
-    let row = store::tokens::find_active(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("token"))?;
-    Ok(ok(json!({
-        "id": id,
-        "name": row.name,
-        "scopes": row.scopes,
-        "created_on": timestamp(row.created_at),
-        "token": text,
-    })))
+    Ok(ok(issue_for(&state, auth.account_id(), &name, &scopes, validity).await?))
 }
 
 /// A page of the account's tokens (`page`, `per_page`; 20 by default, as Cloudflare's).
 pub async fn list(state: Data, auth: Authed<TokensWrite>, req: HttpRequest) -> ApiResult<HttpResponse> {
-    let paging = Paging::of(&req)?;
-    let (rows, total) = store::tokens::list(&state.pool, auth.account_id(), paging.per_page, paging.offset()).await?;
-    let tokens: Vec<_> = rows
-        .iter()
-        .map(|r| json!({"id": r.id, "name": r.name, "scopes": r.scopes, "created_on": timestamp(r.created_at)}))
-        .collect();
+    list_of(&state, auth.account_id(), &req).await
+}
+
+/// A page of `account`'s tokens.
+pub async fn list_of(state: &Engine, account: AccountId, req: &HttpRequest) -> ApiResult<HttpResponse> {
+    let paging = Paging::of(req)?;
+    let (rows, total) = store::tokens::list(&state.pool, account, paging.per_page, paging.offset()).await?;
+    let tokens: Vec<_> = rows.iter().map(|r| token_view(r, None)).collect();
     let info = paging.info(tokens.len(), total);
     Ok(ok_list(tokens, info))
 }
 
 pub async fn revoke(state: Data, auth: Authed<TokensWrite>, id: PathId<TokenId>) -> ApiResult<HttpResponse> {
-    let id = id.0;
-    if !store::tokens::revoke(&state.pool, auth.account_id(), id).await? {
+    revoke_of(&state, auth.account_id(), id.0).await
+}
+
+/// Revokes `account`'s token `id`; a 404 when it has no such active token.
+pub async fn revoke_of(state: &Engine, account: AccountId, id: TokenId) -> ApiResult<HttpResponse> {
+    if !store::tokens::revoke(&state.pool, account, id).await? {
         return Err(ApiError::not_found("token"));
     }
     Ok(ok(json!({ "id": id })))

@@ -3,7 +3,8 @@
 //! outcomes are cached, and a cached outcome older than `CACHE_TTL` is checked again against the token's
 //! row, a cheap query, so a revoked token stops working on every node within `CACHE_TTL`. Argon2 runs
 //! again only when the row's hash is not the one this secret was verified against. Concurrent requests
-//! with the same token wait for one check instead of each running their own.
+//! with the same token wait for one check instead of each running their own. One verifier reads one book
+//! of tokens (`books`): accounts' or the operator's.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,34 +14,19 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
+use super::books::TokenBook;
 use super::failures::Failures;
-use super::token::{Scope, Token};
-use crate::ids::{AccountId, TokenId};
-use crate::store;
+use super::token::Token;
 
 pub const CACHE_TTL: Duration = Duration::from_secs(5);
 const CACHE_CAPACITY: usize = 10_000;
 
-/// Who a verified token speaks for.
-#[derive(Debug, Clone)]
-pub struct Principal {
-    pub account_id: AccountId,
-    pub token_id: TokenId,
-    pub scopes: Vec<Scope>,
-}
-
-impl Principal {
-    pub fn has(&self, scope: Scope) -> bool {
-        self.scopes.contains(&scope)
-    }
-}
-
 /// A SHA-256 of the whole token text, so no secret is kept in memory longer than a request.
 type Key = [u8; 32];
 
-struct Cached {
+struct Cached<P> {
     /// None: the token was rejected.
-    principal: Option<Principal>,
+    principal: Option<P>,
     /// The stored hash the secret was found to match; a later check skips argon2 while it is unchanged.
     verified_hash: Option<String>,
     checked_at: Instant,
@@ -50,7 +36,7 @@ struct Cached {
 /// milliseconds, and tokens with a known id and a wrong secret must not exhaust the machine.
 const MAX_CONCURRENT_HASHES: usize = 4;
 
-pub struct Verifier {
+pub struct Verifier<B: TokenBook> {
     pool: PgPool,
     ttl: Duration,
     hashing: tokio::sync::Semaphore,
@@ -59,12 +45,13 @@ pub struct Verifier {
     failures: Failures,
     /// Secrets refused without hashing, their token id cooling down.
     refused_cooling: AtomicU64,
-    cache: Mutex<HashMap<Key, Cached>>,
+    cache: Mutex<HashMap<Key, Cached<B::Principal>>>,
     /// One check at a time per token; the others wait for its outcome.
     checking: Mutex<HashMap<Key, Arc<tokio::sync::Mutex<()>>>>,
+    book: std::marker::PhantomData<B>,
 }
 
-impl Verifier {
+impl<B: TokenBook> Verifier<B> {
     pub fn new(pool: PgPool) -> Self {
         Self::with_ttl(pool, CACHE_TTL)
     }
@@ -80,12 +67,14 @@ impl Verifier {
             refused_cooling: AtomicU64::new(0),
             cache: Mutex::default(),
             checking: Mutex::default(),
+            book: std::marker::PhantomData,
         }
     }
 
-    /// `Ok(None)` when the token is unknown, revoked or wrong; `Err` only when the database fails.
-    pub async fn verify(&self, text: &str) -> Result<Option<Principal>, sqlx::Error> {
-        let Some(token) = Token::parse(text) else { return Ok(None) };
+    /// `Ok(None)` when the token is unknown, revoked, wrong or of another book; `Err` only when the
+    /// database fails.
+    pub async fn verify(&self, text: &str) -> Result<Option<B::Principal>, sqlx::Error> {
+        let Some(token) = Token::parse(text).filter(|t| t.kind == B::KIND) else { return Ok(None) };
         let key: Key = Sha256::digest(text.as_bytes()).into();
         if let Some(principal) = self.fresh(&key) {
             return Ok(principal);
@@ -115,14 +104,14 @@ impl Verifier {
         self.refused_cooling.load(Ordering::Relaxed)
     }
 
-    fn fresh(&self, key: &Key) -> Option<Option<Principal>> {
+    fn fresh(&self, key: &Key) -> Option<Option<B::Principal>> {
         let cache = self.cache.lock().expect("verifier lock");
         cache.get(key).filter(|c| c.checked_at.elapsed() < self.ttl).map(|c| c.principal.clone())
     }
 
     /// Reads the token's row; runs argon2 unless the secret was already verified against this hash.
     /// None: refused without hashing, the token id cooling down after repeated wrong secrets.
-    async fn check(&self, token: Token, key: &Key) -> Result<Option<Cached>, sqlx::Error> {
+    async fn check(&self, token: Token, key: &Key) -> Result<Option<Cached<B::Principal>>, sqlx::Error> {
         let checked_at = Instant::now();
         let known = self.cache.lock().expect("verifier lock").get(key).and_then(|c| c.verified_hash.clone());
         // A secret never verified here, for a cooling token id, is refused before its row is read: a flood
@@ -131,7 +120,7 @@ impl Verifier {
             self.refused_cooling.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         }
-        let Some(row) = store::tokens::find_active(&self.pool, token.id).await? else {
+        let Some(row) = B::find(&self.pool, token.id).await? else {
             return Ok(Some(Cached { principal: None, verified_hash: None, checked_at }));
         };
         let matches = if known.as_deref() == Some(row.secret_hash.as_str()) {
@@ -152,15 +141,10 @@ impl Verifier {
         if !matches {
             return Ok(Some(Cached { principal: None, verified_hash: None, checked_at }));
         }
-        let principal = Principal {
-            account_id: row.account_id,
-            token_id: row.id,
-            scopes: row.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
-        };
-        Ok(Some(Cached { principal: Some(principal), verified_hash: Some(row.secret_hash), checked_at }))
+        Ok(Some(Cached { principal: Some(row.principal), verified_hash: Some(row.secret_hash), checked_at }))
     }
 
-    fn remember(&self, key: Key, checked: Cached) {
+    fn remember(&self, key: Key, checked: Cached<B::Principal>) {
         let mut cache = self.cache.lock().expect("verifier lock");
         if cache.len() >= CACHE_CAPACITY && !cache.contains_key(&key) {
             // Forget expired outcomes, then rejections, so a flood of bad tokens cannot push out good ones.

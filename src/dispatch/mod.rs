@@ -144,7 +144,8 @@ impl Dispatcher {
         Self { engine, client, settings, slots_made, slots, node, max_concurrency, in_flight, acks }
     }
 
-    /// Every webhook consumer whose queue is not paused, with whether its queue has a message ready.
+    /// Every webhook consumer of an active account whose queue is not paused, with whether its queue has a
+    /// message ready.
     pub async fn consumers(&self) -> Result<Vec<(WebhookConsumer, bool)>, sqlx::Error> {
         let active = store::dispatch::active_webhook_consumers(&self.engine.pool).await?;
         Ok(active.into_iter().map(|a| (a.consumer.into(), a.has_ready)).collect())

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::maintenance::{self, MessageTable, TableVacuum};
 use super::periodic::{spawn_periodic, Pace};
 use super::rotation::Rotation;
-use super::{backlog, gauges, Engine};
+use super::{backlog, gauges, standing, Engine};
 use crate::store;
 
 /// The cadences an operator may set.
@@ -90,6 +90,13 @@ impl Engine {
         self.periodic(tasks, "watching the cleanup horizon", Pace::Every(HORIZON_EVERY), stop, |e| async move {
             e.watch_horizon().await
         });
+        self.periodic(
+            tasks,
+            "reading the suspended accounts",
+            Pace::Every(standing::STANDING_EVERY),
+            stop,
+            |e| async move { e.refresh_standing().await },
+        );
         self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
             store::counts::fold(&e.pool).await
         });

@@ -21,6 +21,7 @@ pub mod queues;
 pub mod redrive;
 pub mod rotation;
 pub mod slots;
+pub mod standing;
 pub mod sweep;
 pub mod wakeups;
 
@@ -28,7 +29,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
-use crate::auth::Verifier;
+use crate::auth::{AccountTokens, OperatorTokens, Verifier};
 use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
 use crate::queue::lease::Signer;
@@ -51,7 +52,12 @@ pub struct Engine {
     pub backlog: Arc<BacklogCache>,
     pub delivery: Arc<Delivery>,
     pub wakeups: Arc<Wakeups>,
-    pub verifier: Verifier,
+    /// Accounts' tokens.
+    pub verifier: Verifier<AccountTokens>,
+    /// The operator's tokens.
+    pub operators: Verifier<OperatorTokens>,
+    /// Which accounts are suspended.
+    pub standing: standing::Standing,
     pub limits: Limits,
     /// Each account's requests on this node.
     pub request_rate: RateLimiter,
@@ -75,8 +81,10 @@ impl Engine {
         let wakeups = Arc::new(Wakeups::new(metrics.clone()));
         wakeups.set_max_per_account(limits.max_waiting_pulls);
         let publisher = Publisher::start(pool.clone(), wakeups.clone(), delivery.clone());
-        Ok(Arc::new(Engine {
+        let engine = Arc::new(Engine {
             verifier: Verifier::new(pool.clone()),
+            operators: Verifier::new(pool.clone()),
+            standing: standing::Standing::default(),
             request_rate: RateLimiter::requests(&limits),
             publish_rate: RateLimiter::messages(&limits),
             pool,
@@ -90,7 +98,10 @@ impl Engine {
             publisher,
             owners: Owners::default(),
             horizon: horizon::HorizonWatch::default(),
-        }))
+        });
+        // A node serves no suspended account from its first request.
+        engine.refresh_standing().await?;
+        Ok(engine)
     }
 
     /// The account's queue `queue`, or None when the account has no such queue.

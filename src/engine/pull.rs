@@ -107,7 +107,7 @@ impl Engine {
     /// no connection and makes no query: it sleeps until the queue is woken (a publish, a retry, a pause or
     /// a delete on any node), until its next delayed or leased message becomes visible, until the deadline,
     /// or until the node stops. A queue paused meanwhile, or no longer read by an http_pull consumer, ends
-    /// the wait with no messages; a queue deleted meanwhile is a 404. `read` is the queue as the pull read
+    /// the wait with no messages; a queue deleted meanwhile is a 404, an account suspended meanwhile a 403. `read` is the queue as the pull read
     /// it before waiting, if it did.
     async fn long_poll(
         &self,
@@ -142,10 +142,20 @@ impl Engine {
                 (Some(t), _) => (t, Cause::Timer),
                 _ => (deadline, Cause::Deadline),
             };
-            let cause = tokio::select! {
-                _ = waiter.stopping().cancelled() => Cause::Shutdown,
-                _ = &mut notified => Cause::Notify,
-                _ = tokio::time::sleep_until(at.into()) => cause,
+            let cause = loop {
+                // An account suspended meanwhile ends its waits (the set of suspended accounts changed).
+                let standing = self.standing.changed();
+                tokio::pin!(standing);
+                standing.as_mut().enable();
+                if self.standing.is_suspended(pull.queue.account()) {
+                    return Err(ApiError::account_suspended());
+                }
+                break tokio::select! {
+                    _ = waiter.stopping().cancelled() => Cause::Shutdown,
+                    _ = &mut notified => Cause::Notify,
+                    _ = tokio::time::sleep_until(at.into()) => cause,
+                    _ = &mut standing => continue,
+                };
             };
             waiter.woken(cause);
             if cause == Cause::Recheck {

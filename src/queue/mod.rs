@@ -1,6 +1,7 @@
-//! Domain rules with no HTTP and no SQL: names, settings and their ranges, message content and limits,
+//! Domain rules with no HTTP and no SQL: an account's standing, names, settings and their ranges, message content and limits,
 //! delay precedence, and the signed lease ids and refs handed to clients.
 
+pub mod account;
 pub mod answer;
 pub mod consumer;
 pub mod lease;

@@ -50,7 +50,7 @@ pub struct ActiveConsumer {
     pub has_ready: bool,
 }
 
-/// Every webhook consumer whose queue is not paused.
+/// Every webhook consumer of an active account whose queue is not paused.
 pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsumer>, sqlx::Error> {
     sqlx::query_as(
         "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period, c.url,
@@ -65,6 +65,7 @@ pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsume
                     as has_ready
          from consumers c
          join queues q on q.id = c.queue_id
+         join accounts a on a.id = c.account_id and a.status = 'active'
          left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id
          where c.kind = 'webhook' and not q.delivery_paused and c.url is not null and c.signing_secret is not null
          order by c.id",

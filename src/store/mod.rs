@@ -13,6 +13,7 @@ pub mod generations;
 pub mod horizon;
 pub mod maintenance;
 pub mod messages;
+pub mod operators;
 pub mod owned;
 pub mod pool;
 pub mod publish;

@@ -13,6 +13,15 @@ pub struct TokenRow {
     pub scopes: Vec<String>,
     pub secret_hash: String,
     pub created_at: DateTime<Utc>,
+    pub not_before: Option<DateTime<Utc>>,
+    pub expires_on: Option<DateTime<Utc>>,
+}
+
+/// When a token may be used; unbounded on a side left None.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Validity {
+    pub not_before: Option<DateTime<Utc>>,
+    pub expires_on: Option<DateTime<Utc>>,
 }
 
 pub async fn insert(
@@ -22,17 +31,22 @@ pub async fn insert(
     name: &str,
     scopes: &[&str],
     secret_hash: &str,
+    validity: Validity,
 ) -> Result<TokenRow, sqlx::Error> {
     let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
     sqlx::query_as!(
         TokenRow,
-        r#"insert into api_tokens (id, account_id, name, scopes, secret_hash) values ($1, $2, $3, $4, $5)
-         returning id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at"#,
+        r#"insert into api_tokens (id, account_id, name, scopes, secret_hash, not_before, expires_on)
+         values ($1, $2, $3, $4, $5, $6, $7)
+         returning id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
+                   not_before, expires_on"#,
         id.0,
         account.0,
         name,
         &scopes,
         secret_hash,
+        validity.not_before,
+        validity.expires_on,
     )
     .fetch_one(db)
     .await
@@ -42,7 +56,8 @@ pub async fn insert(
 pub async fn find_active(db: impl PgExecutor<'_>, id: TokenId) -> Result<Option<TokenRow>, sqlx::Error> {
     sqlx::query_as!(
         TokenRow,
-        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at
+        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
+                not_before, expires_on
          from api_tokens
          where id = $1 and revoked_at is null"#,
         id.0,
@@ -61,7 +76,8 @@ pub async fn list(
 ) -> Result<(Vec<TokenRow>, i64), sqlx::Error> {
     let rows = sqlx::query_as!(
         TokenRow,
-        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at
+        r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
+                not_before, expires_on
          from api_tokens
          where account_id = $1 and revoked_at is null order by created_at, id limit $2 offset $3"#,
         account.0,

@@ -7,6 +7,7 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
+use crate::queue::account::AccountStatus;
 use crate::queue::consumer::{Backoff, ConsumerKind};
 
 macro_rules! text_column {
@@ -38,3 +39,4 @@ macro_rules! text_column {
 
 text_column!(ConsumerKind);
 text_column!(Backoff);
+text_column!(AccountStatus);

@@ -170,7 +170,7 @@ async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPo
     let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
     let (id, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
-    let verifier = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+    let verifier = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);
 
     // Concurrent requests with a token this node has not seen wait for one verification.
     let checks = futures_util::future::join_all((0..16).map(|_| verifier.verify(&token))).await;
@@ -202,7 +202,7 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
     let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
     let (_, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
-    let verifier = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+    let verifier = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);
     assert!(verifier.verify(&token).await.unwrap().is_some());
     // Distinct wrong secrets for the same id, so that no cached refusal answers for them.
     let stem = &token[..token.len() - 6];
@@ -224,7 +224,7 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
     assert!(verifier.verify(&token).await.unwrap().is_some());
 
     // A node that has not seen the right secret hears it at the next second's try.
-    let fresh = skiplock::auth::Verifier::with_ttl(pool.clone(), ttl);
+    let fresh = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);
     for i in 0..MOST_FAILURES {
         assert!(fresh.verify(&forged(i)).await.unwrap().is_none());
     }

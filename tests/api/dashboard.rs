@@ -4,11 +4,13 @@ use crate::helpers::spawn_app;
 
 /// The dashboard, end to end in headless Chromium (tests/e2e/dashboard.test.mjs, driven by Playwright):
 /// sign in with a token alone, create a queue, send, watch the backlog, peek, purge, tokens, sign out;
-/// an account id typed that is not the token's; a wrong token; a missing scope; an unreachable server.
+/// an account id typed that is not the token's; a wrong token; a missing scope; an unreachable server;
+/// and the operator view on the admin address (tests/e2e/operator.test.mjs).
 /// Screenshots land in tests/e2e/artifacts/.
 #[sqlx::test]
 async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {
-    let app = spawn_app(pool).await;
+    let app = spawn_app(pool.clone()).await;
+    let operator = crate::helpers::operator_token(&pool, &skiplock::auth::OperatorScope::ALL).await;
     let root = env!("CARGO_MANIFEST_DIR");
     let output = tokio::process::Command::new("node")
         .current_dir(root)
@@ -16,6 +18,8 @@ async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {
         .env("SKIPLOCK_URL", &app.address)
         .env("SKIPLOCK_TOKEN", &app.token)
         .env("SKIPLOCK_ACCOUNT", app.account.to_string())
+        .env("SKIPLOCK_ADMIN_URL", &app.admin_address)
+        .env("SKIPLOCK_OPERATOR_TOKEN", operator)
         .output()
         .await
         .expect("node runs (make test installs the e2e dependencies with tests/e2e/setup.sh)");

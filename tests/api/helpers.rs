@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct TestApp {
     pub address: String,
+    /// Where the node serves the operator API (empty for a remote node).
+    pub admin_address: String,
     pub pool: PgPool,
     pub account: AccountId,
     pub token: String,
@@ -85,6 +87,7 @@ pub async fn spawn_app_dispatching(pool: PgPool) -> TestApp {
 /// A node started by `start_node`.
 struct Started {
     address: String,
+    admin_address: String,
     metrics: std::sync::Arc<skiplock::metrics::Metrics>,
     wakeups: std::sync::Arc<skiplock::engine::wakeups::Wakeups>,
     metrics_address: String,
@@ -94,9 +97,10 @@ struct Started {
 impl Started {
     /// The app that drives this node as `account`.
     fn app(self, pool: PgPool, account: AccountId, token: String) -> TestApp {
-        let Started { address, metrics, wakeups, metrics_address, stop } = self;
+        let Started { address, admin_address, metrics, wakeups, metrics_address, stop } = self;
         TestApp {
             address,
+            admin_address,
             pool,
             account,
             token,
@@ -122,6 +126,7 @@ async fn start_node(pool: &PgPool, limits: skiplock::engine::limits::Limits, rol
         "--database-url=postgres://unused-the-pool-is-given",
         "--bind=127.0.0.1:0",
         "--metrics-bind=127.0.0.1:0",
+        "--admin-bind=127.0.0.1:0",
         // The dispatcher's receivers in tests listen on loopback.
         "--webhook-allow-cidrs=127.0.0.0/8",
     ])
@@ -131,10 +136,11 @@ async fn start_node(pool: &PgPool, limits: skiplock::engine::limits::Limits, rol
     let stop = CancellationToken::new();
     let node = Node::start(&settings, roles, node_pool, stop.clone()).await.expect("the node starts");
     let address = format!("http://{}", node.api_addr.expect("the node serves the API"));
+    let admin_address = format!("http://{}", node.admin_addr.expect("the node serves the operator API"));
     let (metrics, wakeups) = (node.engine.metrics.clone(), node.engine.wakeups.clone());
     let metrics_address = format!("http://{}", node.metrics_addr);
     tokio::spawn(node.wait());
-    Started { address, metrics, wakeups, metrics_address, stop }
+    Started { address, admin_address, metrics, wakeups, metrics_address, stop }
 }
 
 /// A fresh account and a token with `scopes`.
@@ -144,17 +150,43 @@ pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (Accoun
     (account, token)
 }
 
+/// Waits until `check` holds, or panics naming `what` at the deadline.
+pub async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while !check().await {
+        assert!(start.elapsed() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An operator token with `scopes` (`read`, `write`).
+pub async fn operator_token(pool: &PgPool, scopes: &[skiplock::auth::OperatorScope]) -> String {
+    skiplock::auth::operator::issue_operator(pool, "test operator", scopes).await.unwrap().1
+}
+
 impl TestApp {
     /// Drives a node that runs elsewhere (a `skiplock` process) at `address`, as `account`.
     pub fn remote(pool: PgPool, address: String, account: AccountId, token: String) -> TestApp {
         let (metrics, client, stop) = (std::sync::Arc::default(), reqwest::Client::new(), CancellationToken::new());
         let wakeups = std::sync::Arc::new(skiplock::engine::wakeups::Wakeups::new(std::sync::Arc::clone(&metrics)));
-        TestApp { address, pool, account, token, metrics, wakeups, metrics_address: String::new(), client, stop }
+        let (admin_address, metrics_address) = (String::new(), String::new());
+        TestApp { address, admin_address, pool, account, token, metrics, wakeups, metrics_address, client, stop }
     }
 
     /// Another node on the same database, serving the same account with the same token.
     pub async fn another_node(&self) -> TestApp {
         let started = start_node(&self.pool, skiplock::engine::limits::Limits::default(), &[Role::Api]).await;
+        started.app(self.pool.clone(), self.account, self.token.clone())
+    }
+
+    /// Another node on the same database that also runs the webhook dispatcher.
+    pub async fn another_dispatching_node(&self) -> TestApp {
+        let roles = [Role::Api, Role::Dispatcher];
+        let started = start_node(&self.pool, skiplock::engine::limits::Limits::default(), &roles).await;
         started.app(self.pool.clone(), self.account, self.token.clone())
     }
 

@@ -25,6 +25,7 @@ mod messages_pull;
 mod metrics;
 mod neighbours;
 mod operations;
+mod operator;
 mod ordering;
 mod parity;
 mod peek_purge;

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use skiplock::auth::Scope;
 use sqlx::PgPool;
 
-use crate::helpers::new_account;
+use crate::helpers::{new_account, wait_until};
 use crate::process::{database_url, free_port, Server};
 use skiplock::testkit::TempCluster;
 
@@ -35,24 +35,13 @@ impl Api {
     }
 }
 
-async fn wait_until<F, Fut>(what: &str, deadline: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[sqlx::test]
 async fn a_real_prometheus_scrapes_the_backlog_and_promtool_accepts_the_metrics(pool: PgPool) {
     let (account, token) = new_account(&pool, "observed", &Scope::ALL).await;
     let metrics_port = free_port();
     let env = [
         ("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{metrics_port}")),
+        ("SKIPLOCK_ADMIN_BIND", "127.0.0.1:0".into()),
         ("SKIPLOCK_QUEUE_GAUGES_EVERY_MS", "300".into()),
     ];
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();

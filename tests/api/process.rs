@@ -39,6 +39,7 @@ impl Server {
             .arg("serve")
             .args(args)
             .env("SKIPLOCK_METRICS_BIND", format!("127.0.0.1:{}", free_port()))
+            .env("SKIPLOCK_ADMIN_BIND", "127.0.0.1:0")
             .envs(env.iter().copied())
             .env("DATABASE_URL", database_url)
             .env("SKIPLOCK_BIND", format!("127.0.0.1:{port}"))

@@ -39,6 +39,7 @@ async fn a_database_turned_read_only_answers_503_and_the_service_recovers_by_its
         format!("--database-url={url}"),
         "--bind=127.0.0.1:0".into(),
         "--metrics-bind=127.0.0.1:0".into(),
+        "--admin-bind=127.0.0.1:0".into(),
     ])
     .unwrap();
     let stop = CancellationToken::new();

@@ -1,5 +1,6 @@
-//! The statements the HTTP tests do not reach, each run here: the operator's token commands, the
-//! vacuum, the refresh of a queue's oldest message time, and the release of a batch's leases. With the
+//! The statements the HTTP tests do not reach, each run here: the operator's token commands (accounts'
+//! tokens and operator tokens), the vacuum, the refresh of a queue's oldest message time, and the
+//! release of a batch's leases. With the
 //! rest of the suite, every statement in `src/store/` is run by some test (docs/testing.md says how
 //! that was checked).
 
@@ -41,6 +42,24 @@ async fn the_operators_token_commands_create_and_revoke_a_token(pool: PgPool) {
     assert!(ok, "{out}");
     let (ok, out) = skiplock(&pool, &["token", "create", "--account", &"0".repeat(32), "--name", "x"]).await;
     assert!(!ok && out.contains("no account"), "{out}");
+}
+
+#[sqlx::test]
+async fn the_operator_token_commands_make_a_token_for_the_operator_api_and_revoke_it(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let (ok, out) = skiplock(&pool, &["operator", "token", "create", "--name", "ops", "--scopes", "read"]).await;
+    assert!(ok, "{out}");
+    let created: Value = serde_json::from_str(out.lines().next().unwrap()).expect("token create prints JSON");
+    let token = created["token"].as_str().unwrap();
+    assert!(token.starts_with("sko_"), "{token}");
+    let accounts = format!("{}/admin/v1/accounts", app.admin_address);
+    app.raw(reqwest::Method::GET, &accounts, Some(token), None).await.expect_ok();
+    let (ok, out) = skiplock(&pool, &["operator", "token", "revoke", created["token_id"].as_str().unwrap()]).await;
+    assert!(ok, "{out}");
+    let fresh = skiplock::auth::Verifier::<skiplock::auth::OperatorTokens>::new(pool.clone());
+    assert!(fresh.verify(token).await.unwrap().is_none(), "a revoked operator token is refused");
+    let (ok, out) = skiplock(&pool, &["operator", "token", "create", "--name", "x", "--scopes", "root"]).await;
+    assert!(!ok && out.contains("read or write"), "{out}");
 }
 
 #[sqlx::test]

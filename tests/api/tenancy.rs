@@ -222,6 +222,92 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }
 
+/// The operator API and the tenant API, each tried with the other's tokens: every admin route with no
+/// token, with accounts' tokens of every scope set, and (its writes) with a read-only operator token;
+/// every tenant route with operator tokens; and an account's token revoked through another account's
+/// path. Never a success, never a server error, and nothing changes.
+#[sqlx::test]
+async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgPool) {
+    use skiplock::auth::OperatorScope;
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("victim", json!({})).await;
+    app.publish_texts(&q, &["one"]).await;
+    let victim = app.account.to_string();
+    let victim_token = app.get("tokens").await.expect_ok()[0]["id"].as_str().unwrap().to_owned();
+    let (other, _) = new_account(&pool, "other", &Scope::ALL).await;
+    let admin = |path: &str| format!("{}/admin/v1/{path}", app.admin_address);
+    let writes: Vec<(Method, String, serde_json::Value)> = vec![
+        (Method::POST, admin("accounts"), json!({"name": "intruder"})),
+        (Method::PATCH, admin(&format!("accounts/{victim}")), json!({"name": "renamed"})),
+        (Method::POST, admin(&format!("accounts/{victim}/suspend")), json!({})),
+        (Method::POST, admin(&format!("accounts/{victim}/resume")), json!({})),
+        (Method::POST, admin(&format!("accounts/{victim}/tokens")), json!({"name": "t", "scopes": ["queues_read"]})),
+        (Method::DELETE, admin(&format!("accounts/{victim}/tokens/{victim_token}")), json!(null)),
+    ];
+    let reads: Vec<(Method, String, serde_json::Value)> = vec![
+        (Method::GET, admin("accounts"), json!(null)),
+        (Method::GET, admin(&format!("accounts/{victim}")), json!(null)),
+        (Method::GET, admin(&format!("accounts/{victim}/tokens")), json!(null)),
+    ];
+    let tenant = |path: &str| format!("{}/client/v4/accounts/{victim}/{path}", app.address);
+    let tenant_routes: Vec<(Method, String, serde_json::Value)> = vec![
+        (Method::GET, format!("{}/client/v4/user/tokens/verify", app.address), json!(null)),
+        (Method::GET, format!("{}/client/v4/accounts", app.address), json!(null)),
+        (Method::GET, tenant("queues"), json!(null)),
+        (Method::POST, tenant("queues"), json!({"queue_name": "intruder"})),
+        (Method::POST, tenant(&format!("queues/{q}/messages")), json!({"body": 1})),
+        (Method::POST, tenant(&format!("queues/{q}/messages/pull")), json!({})),
+        (Method::GET, tenant("tokens"), json!(null)),
+        (Method::POST, tenant("tokens"), json!({"name": "t", "scopes": ["queues_read"]})),
+        (Method::DELETE, tenant(&format!("tokens/{victim_token}")), json!(null)),
+    ];
+    let mut tried = 0;
+    let try_all = |token: Option<String>, cases: Vec<(Method, String, serde_json::Value)>, what: String| {
+        let app = &app;
+        async move {
+            for (method, url, body) in cases {
+                let body = (!body.is_null()).then(|| body.to_string().into_bytes());
+                let resp = app.raw(method.clone(), &url, token.as_deref(), body).await;
+                assert!((400..500).contains(&resp.status), "{method} {url} with {what}: {} {}", resp.status, resp.body);
+            }
+        }
+    };
+    let everything: Vec<_> = writes.iter().chain(&reads).cloned().collect();
+    try_all(None, everything.clone(), "no token".into()).await;
+    tried += everything.len();
+    for bits in 0u8..8 {
+        let scopes: Vec<Scope> =
+            Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect();
+        let (_, token) = new_account(&pool, "mallory", &scopes).await;
+        try_all(Some(token), everything.clone(), format!("an account's token {scopes:?}")).await;
+        tried += everything.len();
+    }
+    let reader = crate::helpers::operator_token(&pool, &[OperatorScope::Read]).await;
+    try_all(Some(reader), writes.clone(), "a read-only operator token".into()).await;
+    tried += writes.len();
+    for scopes in [vec![OperatorScope::Read], vec![OperatorScope::Write], OperatorScope::ALL.to_vec()] {
+        let token = crate::helpers::operator_token(&pool, &scopes).await;
+        try_all(Some(token), tenant_routes.clone(), format!("an operator token {scopes:?}")).await;
+        tried += tenant_routes.len();
+    }
+    // The victim's token through another account's path on the operator API.
+    let writer = crate::helpers::operator_token(&pool, &OperatorScope::ALL).await;
+    let cross = vec![(Method::DELETE, admin(&format!("accounts/{other}/tokens/{victim_token}")), json!(null))];
+    try_all(Some(writer), cross, "an operator token on another account's path".into()).await;
+    tried += 1;
+    assert_eq!(tried, 9 + 8 * 9 + 6 + 3 * 9 + 1);
+    // Nothing changed.
+    assert_eq!(app.backlog(&q).await, 1);
+    assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);
+    assert_eq!(app.get("queues").await.expect_ok().as_array().unwrap().len(), 1);
+    let status: String = sqlx::query_scalar("select status from accounts where id = $1::uuid")
+        .bind(&victim)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(status, "active");
+}
+
 /// Every page of an account's queue list and queue stats holds only its own queues, and the totals count
 /// only them, whatever the page size, with another account's queues named in between and alike.
 #[sqlx::test]

@@ -12,6 +12,8 @@
 // (`skiplock account create --name e2e` prints the account id and such a token.) Optional:
 // SKIPLOCK_E2E_ARTIFACTS (default tests/e2e/artifacts) for the screenshots, CHROMIUM (default
 // /usr/bin/chromium). The test creates its own queues and tokens, named e2e-*, and removes them.
+// The operator view has its own test, operator.test.mjs (it needs SKIPLOCK_ADMIN_URL and
+// SKIPLOCK_OPERATOR_TOKEN as well); the helpers both use are in support.mjs.
 //
 // Every check waits for a visible condition (no fixed sleeps) and fails the test when it is not
 // met in time. Every page also fails the test on any console error or uncaught exception, except
@@ -19,40 +21,25 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
+import {
+  ARTIFACTS, DESKTOP, PHONE, WAIT, RUN, address, launch, close, openPage, assertNoConsoleErrors,
+  assertNotLeaked, waitForText, waitFor, shot, signInAt, confirm,
+} from './support.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const BASE = (process.env.SKIPLOCK_URL || '').replace(/\/+$/, '');
+const BASE = address('SKIPLOCK_URL');
 const TOKEN = process.env.SKIPLOCK_TOKEN || '';
 const ACCOUNT = process.env.SKIPLOCK_ACCOUNT || '';
-const ARTIFACTS = process.env.SKIPLOCK_E2E_ARTIFACTS || path.join(here, 'artifacts');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const LAUNCH_ARGS = [
-  '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
-];
-const DESKTOP = { width: 1280, height: 800 };
-const PHONE = { width: 390, height: 844 };
-const WAIT = 15000; // ms for any one visible condition
-
-const RUN = `${Date.now().toString(36)}${Math.floor(Math.random() * 1296).toString(36)}`;
-
-let browser;
 
 before(async () => {
   const missing = ['SKIPLOCK_URL', 'SKIPLOCK_TOKEN', 'SKIPLOCK_ACCOUNT'].filter((k) => !process.env[k]);
   assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/dashboard.test.mjs`);
   assert.match(ACCOUNT, /^[0-9a-f]{32}$/, 'SKIPLOCK_ACCOUNT must be a 32-character hex account id');
-  await mkdir(ARTIFACTS, { recursive: true });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: LAUNCH_ARGS });
+  await launch();
 });
 
-after(async () => {
-  if (browser) await browser.close();
-});
+after(close);
 
 // ---- helpers ------------------------------------------------------------------------------------
 
@@ -81,70 +68,9 @@ async function removeTokens(prefix) {
   }
 }
 
-/**
- * A fresh browser context and page that records console errors, uncaught exceptions and every URL
- * it requests or navigates to. `allowed` lists console errors the test provokes on purpose.
- */
-async function openPage({ viewport = DESKTOP, clipboard = false } = {}) {
-  const context = await browser.newContext({ viewport, deviceScaleFactor: 1, locale: 'en-US', timezoneId: 'UTC' });
-  if (clipboard) await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: BASE });
-  const page = await context.newPage();
-  page.setDefaultTimeout(WAIT);
-  const log = { errors: [], messages: [], urls: [] };
-  page.on('console', (m) => {
-    log.messages.push(`${m.type()}: ${m.text()}`);
-    if (m.type() === 'error') log.errors.push(m.text());
-  });
-  page.on('pageerror', (e) => log.errors.push(`uncaught exception: ${e.message}`));
-  page.on('request', (r) => log.urls.push(r.url()));
-  page.on('framenavigated', (f) => log.urls.push(f.url()));
-  return { context, page, log };
-}
-
-/** Fails unless every console error matches one of `allowed` (regexps). */
-function assertNoConsoleErrors(log, allowed = []) {
-  const unexpected = log.errors.filter((text) => !allowed.some((re) => re.test(text)));
-  assert.deepEqual(unexpected, [], `console errors:\n${unexpected.join('\n')}`);
-}
-
-/** Fails if a secret ever showed up in a URL or in the console. */
-function assertNotLeaked(log, secret) {
-  const short = secret.slice(-16);
-  assert.ok(!log.urls.some((u) => u.includes(short)), 'the token appeared in a URL');
-  assert.ok(!log.messages.some((m) => m.includes(short)), 'the token appeared in the console');
-}
-
-/** Waits until the locator's text matches (a RegExp) or equals (a string, trimmed). */
-async function waitForText(locator, expected, timeout = WAIT) {
-  const ok = (text) => (expected instanceof RegExp ? expected.test(text) : text.trim() === expected);
-  const deadline = Date.now() + timeout;
-  let last = '';
-  for (;;) {
-    try {
-      last = (await locator.first().textContent({ timeout: Math.max(1, deadline - Date.now()) })) ?? '';
-      if (ok(last)) return last;
-    } catch {
-      // not there yet
-    }
-    if (Date.now() > deadline) {
-      assert.fail(`waited ${timeout} ms for ${locator} to read ${expected}; it reads ${JSON.stringify(last.trim())}`);
-    }
-    await locator.page().waitForTimeout(100); // polling interval, not a fixed wait for a result
-  }
-}
-
-async function shot(page, name, options = {}) {
-  // A full-page capture of a scrolled page draws the sticky top bar mid-page: start from the top.
-  if (options.fullPage) await page.evaluate(() => window.scrollTo(0, 0));
-  await page.screenshot({ path: path.join(ARTIFACTS, name), ...options });
-}
-
 /** Signs in with a token alone, as a user does. */
 async function signIn(page, token = TOKEN) {
-  await page.goto(`${BASE}/`);
-  await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
-  await page.getByLabel('API token').fill(token);
-  await page.getByRole('button', { name: 'Sign in' }).click();
+  await signInAt(page, BASE, token);
 }
 
 /** Types an account id in the optional field (opened if collapsed) and signs in again. */
@@ -171,13 +97,6 @@ async function assertAccountShown(page) {
   assert.equal(await label.getAttribute('title'), `Account ID ${ACCOUNT}`);
   const stored = await page.evaluate(() => JSON.parse(sessionStorage.getItem('skiplock.session')).accountId);
   assert.equal(stored, ACCOUNT, 'the session uses the token\'s account');
-}
-
-async function confirm(page, button) {
-  const dialog = page.getByRole('dialog');
-  await dialog.waitFor();
-  await dialog.getByRole('button', { name: button }).click();
-  await dialog.waitFor({ state: 'detached' });
 }
 
 const tile = (page, label) => page.getByRole('group', { name: label }).locator('.tile-value');
@@ -502,6 +421,36 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       assert.ok(!json.result.some((tok) => tok.name === tokenName), 'the token is revoked on the server');
     });
 
+    await step('a token created with an expiry shows when it expires', async () => {
+      const name = `${tokenName}-expiring`;
+      await page.getByLabel('Token name').fill(name);
+      await page.getByLabel('Expires', { exact: true }).selectOption({ label: 'In 30 days' });
+      await page.getByRole('button', { name: 'Create token' }).click();
+      const box = page.getByRole('region', { name: `Token “${name}” created` });
+      await waitForText(box, /shown only once.*It expires/s);
+      const { json } = await api('GET', `/accounts/${ACCOUNT}/tokens?per_page=1000`);
+      const made = json.result.find((tok) => tok.name === name);
+      assert.ok(made && made.expires_on, `the server holds the token's expiry: ${JSON.stringify(made)}`);
+      const days = (Date.parse(made.expires_on) - Date.now()) / 86400000;
+      assert.ok(days > 29.9 && days < 30.01, `it expires in 30 days (${days})`);
+      assert.equal(made.status, 'active');
+
+      const row = page.locator('tr', { hasText: name });
+      const expires = row.locator('td[data-label="Expires"]');
+      await waitForText(expires, /in (29 d 23 h|30 d)/);
+      assert.equal(await expires.locator('time').getAttribute('datetime'), made.expires_on);
+      await waitForText(row.locator('td[data-label="Status"]'), 'Active');
+      // A token without an expiry says "Never": the session's own, when it has none.
+      const own = (await api('GET', '/user/tokens/verify')).json.result;
+      if (own.expires_on === null) {
+        const mine = page.locator('tr', { has: page.getByText('This session', { exact: true }) });
+        await waitForText(mine.locator('td[data-label="Expires"]'), 'Never');
+      }
+      await shot(page, 'tokens-expiry.png');
+      await page.getByRole('button', { name: 'I have copied it' }).click();
+      assert.equal((await api('DELETE', `/accounts/${ACCOUNT}/tokens/${made.id}`)).status, 200);
+    });
+
     await step('delete the queues', async () => {
       for (const name of [queueName, dlqName]) {
         await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
@@ -752,6 +701,40 @@ test('a token without a scope gets the server message; a revoked token ends the 
   } finally {
     await context.close();
     await api('DELETE', `/accounts/${ACCOUNT}/tokens/${readOnly.id}`);
+  }
+});
+
+test('an expired token is refused at sign-in with when it expired, and listed as expired', async () => {
+  const name = `e2e-expired-${RUN}`;
+  // The server takes an expiry in the future only: a few seconds from now, then wait for it to pass.
+  const expiresOn = new Date(Date.now() + 3000).toISOString();
+  const made = await api('POST', `/accounts/${ACCOUNT}/tokens`, { name, scopes: ['queues_read'], expires_on: expiresOn });
+  assert.equal(made.status, 200, JSON.stringify(made.json));
+  const expiring = made.json.result;
+  assert.equal(Date.parse(expiring.expires_on), Date.parse(expiresOn));
+  const { context, page, log } = await openPage();
+  try {
+    const refused = await waitFor('the token to expire', () => api('GET', '/user/tokens/verify', undefined, expiring.token),
+      (r) => r.status === 401);
+    assert.equal(refused.json.errors[0].code, 10001, JSON.stringify(refused.json));
+    await signIn(page, expiring.token);
+    await waitForText(page.getByRole('alert'), /This API token cannot be used now: this API token expired at \d{4}-\d\d-\d\dT[\d:]+Z\./);
+    assert.equal(await page.getByRole('navigation', { name: 'Main' }).isVisible(), false);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    await shot(page, 'signin-expired-token.png');
+
+    // The account's token list marks it expired (until it is revoked).
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.getByRole('link', { name: 'Tokens' }).click();
+    const row = page.locator('tr', { hasText: name });
+    await waitForText(row.locator('td[data-label="Status"]'), 'Expired');
+    await waitForText(row.locator('td[data-label="Expires"]'), /ago$/);
+    assertNotLeaked(log, expiring.token);
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 401/]);
+  } finally {
+    await context.close();
+    await api('DELETE', `/accounts/${ACCOUNT}/tokens/${expiring.id}`);
   }
 });
 

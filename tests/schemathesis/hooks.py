@@ -8,6 +8,8 @@ They keep the run meaningful without changing what the server is asked to accept
 - An update's `jurisdiction` may only repeat the queue's own (set at creation); a generated one is left out.
 - A long-polling pull may wait up to 20 s on an empty queue, longer than the run's request timeout; a
   generated valid `wait_time_ms` is shortened to at most 200 ms (still valid, and still a wait).
+- A token's validity window is kept valid (token_window.py says how): `expires_on` in the future,
+  `not_before` before it.
 - A consumer's `dead_letter_queue` must name another queue than the consumer's own, a rule between the
   path and the body that the schema cannot state. When a generated name equals the queue's own name
   (known from earlier responses), it is changed to another valid name.
@@ -15,9 +17,13 @@ They keep the run meaningful without changing what the server is asked to accept
 
 import json
 import os
+import sys
 
 import requests
 import schemathesis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from token_window import keep_token_window_valid  # noqa: E402
 
 _TOKEN = os.environ.get("SKIPLOCK_TOKEN", "")
 # skl_<32 hex token id>_<secret>
@@ -64,6 +70,8 @@ def before_call(context, case, kwargs):
         own = QUEUE_NAMES.get(params.get("queue_id"))
         if isinstance(dlq, str) and dlq and dlq == own:
             case.body["dead_letter_queue"] = _other_name(dlq)
+    if case.operation.method.lower() == "post" and path.endswith("/tokens"):
+        keep_token_window_valid(case.body)
     wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
     if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
         case.body["wait_time_ms"] = min(wait, 200)

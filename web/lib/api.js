@@ -1,8 +1,30 @@
-// The skiplock /client/v4 API, as the dashboard uses it. Every failure becomes an ApiError with a
-// message a person can act on; the server's own message is kept.
+// The skiplock /client/v4 API, and the operator API (/admin/v1, on the operator address), as the
+// dashboard uses them. Every failure becomes an ApiError with a message a person can act on; the
+// server's own message is kept.
 
 const BASE = '/client/v4';
+const ADMIN_BASE = '/admin/v1';
 const TIMEOUT_MS = 15000;
+
+/** The server's error codes the dashboard answers in its own way. */
+export const CODES = {
+  /** A token used outside its validity window (expired, or not valid yet): 401. */
+  tokenOutsideWindow: 10001,
+  /** Every request of an account the operator suspended: 403. */
+  accountSuspended: 11016,
+};
+
+/** An operator token's text starts so (an account's token with `skl_`). */
+export const OPERATOR_PREFIX = 'sko_';
+
+/** What the dashboard says of a suspended account, wherever it meets one. */
+export const SUSPENDED_TEXT = 'This account is suspended by the operator: its requests are refused and its deliveries are '
+  + 'stopped until the operator resumes it. Nothing of it is deleted. Ask your skiplock operator why.';
+
+/** The error says the account is suspended by the operator. */
+export function isSuspended(err) {
+  return err instanceof ApiError && err.code === CODES.accountSuspended;
+}
 
 export class ApiError extends Error {
   /** kind: network | timeout | unauthorized | forbidden | not_found | conflict | invalid | server */
@@ -27,12 +49,14 @@ function kindOf(status) {
 /** What to tell the user about an error: the server's message, framed by what kind of failure it is. */
 export function describe(err) {
   if (!(err instanceof ApiError)) return `Something went wrong in the dashboard: ${err && err.message ? err.message : err}`;
+  if (isSuspended(err)) return SUSPENDED_TEXT;
   switch (err.kind) {
     case 'network':
       return 'Cannot reach the skiplock server. Check that it is running and that your network is up, then try again.';
     case 'timeout':
       return 'The skiplock server did not answer in time. Try again in a moment.';
     case 'unauthorized':
+      if (err.code === CODES.tokenOutsideWindow) return `The API token cannot be used now: ${err.message}.`;
       return `The API token was refused: ${err.message}.`;
     case 'forbidden':
       return `Not allowed: ${err.message}.`;
@@ -46,7 +70,7 @@ export function describe(err) {
   }
 }
 
-async function send(token, method, path, body) {
+async function send(token, method, path, body, base = BASE) {
   const headers = { Accept: 'application/json' };
   if (token) headers.Authorization = `Bearer ${token}`;
   const init = { method, headers, cache: 'no-store', credentials: 'omit', referrerPolicy: 'no-referrer' };
@@ -57,7 +81,7 @@ async function send(token, method, path, body) {
   if (typeof AbortSignal !== 'undefined' && AbortSignal.timeout) init.signal = AbortSignal.timeout(TIMEOUT_MS);
   let response;
   try {
-    response = await fetch(BASE + path, init);
+    response = await fetch(base + path, init);
   } catch (err) {
     if (err && (err.name === 'TimeoutError' || err.name === 'AbortError')) {
       throw new ApiError('timeout', 0, 'the server did not answer in time');
@@ -95,22 +119,24 @@ export async function ownAccount(token, accountId) {
 }
 
 /**
- * A client for one signed-in session. `onUnauthorized(err)` runs when the server refuses the token
- * (revoked while the page was open); the error is thrown as well.
+ * Checks an operator token (`sko_…`) against the operator API: resolves when it may read the accounts,
+ * or throws an ApiError. On the public address there is no operator API: a `not_found` ApiError.
  */
-export function createClient({ accountId, token }, onUnauthorized) {
-  async function call(method, path, body) {
-    try {
-      return await send(token, method, path, body);
-    } catch (err) {
-      if (err instanceof ApiError && err.kind === 'unauthorized' && onUnauthorized) onUnauthorized(err);
-      throw err;
-    }
-  }
-  const acct = (p) => `/accounts/${accountId}${p}`;
-  const q = (queueId, p = '') => acct(`/queues/${encodeURIComponent(queueId)}${p}`);
-  const result = async (method, path, body) => (await call(method, path, body)).result;
-  const names = (list) => list.map((n) => `name=${encodeURIComponent(n)}`).join('&');
+export async function verifyOperatorToken(token) {
+  await send(token, 'GET', '/accounts?per_page=1', undefined, ADMIN_BASE);
+}
+
+/** Query text (`?a=1&b=x`) of the pairs whose value is neither empty nor null. */
+function query(pairs) {
+  const text = Object.entries(pairs)
+    .filter(([, v]) => v !== '' && v !== null && v !== undefined)
+    .map(([k, v]) => `${k}=${encodeURIComponent(v)}`)
+    .join('&');
+  return text ? `?${text}` : '';
+}
+
+/** A paged list's helpers over `call(method, path)`: one page, and every item. */
+function pager(call) {
   /** One page of a list: its items and the server's result_info {page, per_page, count, total_count, total_pages}. */
   const page = async (path) => {
     const envelope = await call('GET', path);
@@ -125,6 +151,33 @@ export function createClient({ accountId, token }, onUnauthorized) {
       if (got.length === 0 || number >= info.total_pages) return items;
     }
   };
+  return { page, all };
+}
+
+/**
+ * A client for one signed-in session. `onUnauthorized(err)` runs when the server refuses the token
+ * (revoked while the page was open); the error is thrown as well. `onStanding(err)` runs with the
+ * error when the server says the account is suspended, and with null after any successful answer (the
+ * account is served, or was resumed).
+ */
+export function createClient({ accountId, token }, onUnauthorized, onStanding) {
+  async function call(method, path, body) {
+    let envelope;
+    try {
+      envelope = await send(token, method, path, body);
+    } catch (err) {
+      if (err instanceof ApiError && err.kind === 'unauthorized' && onUnauthorized) onUnauthorized(err);
+      if (onStanding && isSuspended(err)) onStanding(err);
+      throw err;
+    }
+    if (onStanding) onStanding(null);
+    return envelope;
+  }
+  const acct = (p) => `/accounts/${accountId}${p}`;
+  const q = (queueId, p = '') => acct(`/queues/${encodeURIComponent(queueId)}${p}`);
+  const result = async (method, path, body) => (await call(method, path, body)).result;
+  const names = (list) => list.map((n) => `name=${encodeURIComponent(n)}`).join('&');
+  const { page, all } = pager(call);
 
   return {
     accountId,
@@ -157,7 +210,43 @@ export function createClient({ accountId, token }, onUnauthorized) {
     cancelRedrive: (id, rid) => result('DELETE', q(id, `/redrive/${encodeURIComponent(rid)}`)),
     // tokens
     listTokens: () => all(acct('/tokens')),
-    createToken: (name, scopes) => result('POST', acct('/tokens'), { name, scopes }),
+    /** `validity` is {} or {expires_on} (RFC 3339). */
+    createToken: (name, scopes, validity = {}) => result('POST', acct('/tokens'), { name, scopes, ...validity }),
     revokeToken: (tokenId) => result('DELETE', acct(`/tokens/${encodeURIComponent(tokenId)}`)),
+  };
+}
+
+/**
+ * A client of the operator API for one operator session (on the operator address). `onUnauthorized`
+ * as for createClient.
+ */
+export function createOperatorClient({ token }, onUnauthorized) {
+  async function call(method, path, body) {
+    try {
+      return await send(token, method, path, body, ADMIN_BASE);
+    } catch (err) {
+      if (err instanceof ApiError && err.kind === 'unauthorized' && onUnauthorized) onUnauthorized(err);
+      throw err;
+    }
+  }
+  const result = async (method, path, body) => (await call(method, path, body)).result;
+  const { page, all } = pager(call);
+  const account = (id, p = '') => `/accounts/${encodeURIComponent(id)}${p}`;
+
+  return {
+    operator: true,
+    /** A page of the accounts: {items, info}; `name` (contains, any case) and `status` filter them. */
+    listAccounts: ({ name, status, page: number = 1, perPage = 50 } = {}) =>
+      page(`/accounts${query({ name, status, page: number, per_page: perPage })}`),
+    getAccount: (id) => result('GET', account(id)),
+    /** Resolves {account, token}: the account and its first token, with the token's text. */
+    createAccount: (name) => result('POST', '/accounts', { name }),
+    renameAccount: (id, name) => result('PATCH', account(id), { name }),
+    suspendAccount: (id, reason) => result('POST', account(id, '/suspend'), reason ? { reason } : {}),
+    resumeAccount: (id) => result('POST', account(id, '/resume')),
+    // the account's tokens, on its behalf
+    listTokens: (id) => all(account(id, '/tokens')),
+    createToken: (id, name, scopes, validity = {}) => result('POST', account(id, '/tokens'), { name, scopes, ...validity }),
+    revokeToken: (id, tokenId) => result('DELETE', account(id, `/tokens/${encodeURIComponent(tokenId)}`)),
   };
 }

@@ -144,8 +144,11 @@ export function notice() {
 
 // ---- confirmation dialog ------------------------------------------------------------------------
 
-/** Asks in a modal <dialog>; resolves true when confirmed. */
-export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger = true }) {
+/**
+ * Asks in a modal <dialog>; resolves true when confirmed. `content` (optional) goes under the message:
+ * say a field the caller reads once it resolves.
+ */
+export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger = true, content = null }) {
   return new Promise((resolve) => {
     const titleId = id('dlg');
     const cancel = h('button', { type: 'button', class: 'btn' }, 'Cancel');
@@ -153,6 +156,7 @@ export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger
     const dialog = h('dialog', { class: 'dialog', 'aria-labelledby': titleId },
       h('h2', { id: titleId, class: 'dialog-title' }, title),
       h('p', { class: 'dialog-text' }, message),
+      content ? h('div', { class: 'dialog-content' }, content) : null,
       h('div', { class: 'dialog-actions' }, cancel, ok));
     let answered = false;
     const finish = (value) => {

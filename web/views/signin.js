@@ -1,12 +1,22 @@
 // Sign-in: an API token, checked against the server before anything else is shown. The token names
 // its account; an operator may still type the account id (under "Account ID (optional)") to be told
-// when a token is not that account's.
+// when a token is not that account's. An operator token (`sko_…`) signs in to the operator view
+// instead, on the operator address (SKIPLOCK_ADMIN_BIND), where the operator API is.
 
 import { h, field, notice } from '../lib/dom.js';
-import { verifyToken, ownAccount, describe, ApiError } from '../lib/api.js';
+import { verifyToken, verifyOperatorToken, ownAccount, describe, ApiError, CODES, OPERATOR_PREFIX } from '../lib/api.js';
 
 /** The account id typed is not the token's account. */
 class WrongAccount extends Error {}
+
+/** What an operator token typed on the public address is told (there is no operator API there). */
+const NOT_OPERATOR_ADDRESS = 'Operator tokens (sko_…) are used on the operator address (SKIPLOCK_ADMIN_BIND, '
+  + '127.0.0.1:9788 unless configured otherwise), not on this one. Open the dashboard at that address to sign in '
+  + 'as the operator, or sign in here with an account\'s token (skl_…).';
+
+/** What an account token typed on the operator address is told (there is no tenant API there). */
+const NOT_ACCOUNT_ADDRESS = 'This is the operator address: sign in here with an operator token (sko_…). An account\'s '
+  + 'token (skl_…) is used on the public API address, where the dashboard shows that account\'s queues.';
 
 export function renderSignIn(root, ctx) {
   const account = h('input', {
@@ -15,7 +25,7 @@ export function renderSignIn(root, ctx) {
   });
   const token = h('input', {
     type: 'password', required: true, autocomplete: 'current-password', spellcheck: 'false', class: 'mono',
-    placeholder: 'skl_…',
+    placeholder: 'skl_… or sko_…',
   });
   const reveal = h('button', { type: 'button', class: 'btn btn-ghost btn-sm reveal', 'aria-pressed': 'false' }, 'Show');
   reveal.addEventListener('click', () => {
@@ -27,7 +37,9 @@ export function renderSignIn(root, ctx) {
   const message = notice();
   const submit = h('button', { type: 'submit', class: 'btn btn-primary btn-block' }, 'Sign in');
 
-  const tokenField = field('API token', token, { hint: 'Kept in this browser tab only, until you sign out or close it.' });
+  const tokenField = field('API token', token, {
+    hint: 'An account\'s token (skl_…), or an operator token (sko_…) on the operator address. Kept in this browser tab only, until you sign out or close it.',
+  });
   tokenField.querySelector('label').after(reveal);
   tokenField.classList.add('field-with-action');
 
@@ -51,6 +63,37 @@ export function renderSignIn(root, ctx) {
     account.setAttribute('aria-invalid', 'true');
     account.focus();
   };
+  const refuseToken = (text) => {
+    message.show(text);
+    token.setAttribute('aria-invalid', 'true');
+    token.focus();
+    token.select();
+  };
+  const ready = () => {
+    submit.disabled = false;
+    submit.textContent = 'Sign in';
+  };
+
+  /** An operator token: checked against the operator API, then the operator view. */
+  async function signInOperator(tokenText) {
+    submit.disabled = true;
+    submit.textContent = 'Checking…';
+    try {
+      await verifyOperatorToken(tokenText);
+      if (ctx.signal.aborted) return;
+      ctx.onSignedIn({ mode: 'operator', token: tokenText });
+    } catch (err) {
+      if (ctx.signal.aborted) return;
+      ready();
+      if (err instanceof ApiError && err.kind === 'not_found') {
+        refuseToken(NOT_OPERATOR_ADDRESS);
+      } else if (err instanceof ApiError && err.kind === 'unauthorized') {
+        refuseToken(`This operator token is not valid: ${err.message}. Check that you copied all of it, and that it has not been revoked.`);
+      } else {
+        message.show(describe(err));
+      }
+    }
+  }
 
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
@@ -64,6 +107,15 @@ export function renderSignIn(root, ctx) {
       return;
     }
     token.removeAttribute('aria-invalid');
+    if (tokenText.startsWith(OPERATOR_PREFIX)) {
+      if (typed) {
+        refuseAccount('An operator token belongs to no account: leave the account ID empty to sign in as the operator.');
+        return;
+      }
+      account.removeAttribute('aria-invalid');
+      await signInOperator(tokenText);
+      return;
+    }
     if (typed && !/^[0-9a-f]{32}$/.test(typed)) {
       refuseAccount('The account ID is 32 hexadecimal characters (0-9, a-f), as printed by `skiplock account create`. Or leave it empty.');
       return;
@@ -81,13 +133,14 @@ export function renderSignIn(root, ctx) {
       ctx.onSignedIn({ accountId, accountName: named ? named.name : null, token: tokenText, tokenId: verified.id });
     } catch (err) {
       if (ctx.signal.aborted) return;
-      submit.disabled = false;
-      submit.textContent = 'Sign in';
-      if (err instanceof ApiError && err.kind === 'unauthorized') {
-        message.show(`This API token is not valid: ${err.message}. Check that you copied all of it, and that it has not been revoked.`);
-        token.setAttribute('aria-invalid', 'true');
-        token.focus();
-        token.select();
+      ready();
+      if (err instanceof ApiError && err.kind === 'unauthorized' && err.code === CODES.tokenOutsideWindow) {
+        // Expired (or not valid yet): the server says since (or from) when.
+        refuseToken(`This API token cannot be used now: ${err.message}. Sign in with another token, or ask for a new one.`);
+      } else if (err instanceof ApiError && err.kind === 'unauthorized') {
+        refuseToken(`This API token is not valid: ${err.message}. Check that you copied all of it, and that it has not been revoked.`);
+      } else if (err instanceof ApiError && err.kind === 'not_found') {
+        refuseToken(NOT_ACCOUNT_ADDRESS);
       } else if (err instanceof WrongAccount) {
         refuseAccount('This token does not belong to that account. Check the account ID, or leave it empty to use the token\'s own account.');
       } else {
@@ -103,7 +156,7 @@ export function renderSignIn(root, ctx) {
     h('div', { class: 'signin-card' },
       h('div', { class: 'signin-brand' }, h('img', { src: '/logo.svg', alt: '', width: '32', height: '32' }), h('span', null, 'skiplock')),
       h('h1', { id: 'signin-title', class: 'signin-title' }, 'Sign in to the dashboard'),
-      h('p', { class: 'muted' }, 'Use an API token. An operator creates an account and its first token with ',
+      h('p', { class: 'muted' }, 'Use an API token. An operator creates an account and its first token in the operator view, or with ',
         h('code', null, 'skiplock account create --name NAME'), '.'),
       intro && intro.el,
       form)));

@@ -1,0 +1,54 @@
+//! Tokens on an account's behalf: the operator issues, lists and revokes them as the account's own
+//! token endpoints do, any scope and validity allowed.
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use chrono::Utc;
+
+use super::extract::{Operated, Read, Write};
+use crate::api::envelope::{ok, ApiJson};
+use crate::api::extract::PathId;
+use crate::api::tokens::{issue_for, list_of, revoke_of, CreateToken};
+use crate::engine::Engine;
+use crate::error::{ApiError, ApiResult};
+use crate::ids::{AccountId, TokenId};
+use crate::store;
+
+type Data = web::Data<Engine>;
+
+pub async fn create(
+    state: Data,
+    _: Operated<Write>,
+    account: PathId<AccountId>,
+    body: ApiJson<CreateToken>,
+) -> ApiResult<HttpResponse> {
+    let account = existing(&state, account.0).await?;
+    let (name, scopes, validity) = body.0.checked(Utc::now())?;
+    Ok(ok(issue_for(&state, account, &name, &scopes, validity).await?))
+}
+
+pub async fn list(
+    state: Data,
+    _: Operated<Read>,
+    account: PathId<AccountId>,
+    req: HttpRequest,
+) -> ApiResult<HttpResponse> {
+    list_of(&state, existing(&state, account.0).await?, &req).await
+}
+
+pub async fn revoke(
+    state: Data,
+    _: Operated<Write>,
+    account: PathId<AccountId>,
+    id: PathId<TokenId>,
+) -> ApiResult<HttpResponse> {
+    revoke_of(&state, existing(&state, account.0).await?, id.0).await
+}
+
+/// The account, when it exists; a 404 otherwise.
+async fn existing(state: &Engine, account: AccountId) -> ApiResult<AccountId> {
+    if store::accounts::exists(&state.pool, account).await? {
+        Ok(account)
+    } else {
+        Err(ApiError::not_found("account"))
+    }
+}

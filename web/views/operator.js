@@ -1,0 +1,388 @@
+// The operator view (an `sko_` token, on the operator address): the accounts, a page at a time,
+// filtered by name and status; create an account (its first token shown once), suspend and resume
+// one. An account's page: its fields, rename, and its tokens (issue one on its behalf, revoke).
+
+import { h, field, notice, num, badge, busy, date, confirmDialog, secretBox } from '../lib/dom.js';
+import { describe } from '../lib/api.js';
+import { createTokenPanel } from './tokens/panel.js';
+
+/** Accounts on a page of the list. */
+export const PER_PAGE = 50;
+const NAME_MAX = 120;
+const REASON_MAX = 500;
+
+/** The address of the accounts list with these filters (the defaults left out). */
+function listHash({ name, status, page }) {
+  const params = new URLSearchParams();
+  if (name) params.set('name', name);
+  if (status) params.set('status', status);
+  if (page > 1) params.set('page', String(page));
+  const text = params.toString();
+  return text ? `#/operator/accounts?${text}` : '#/operator/accounts';
+}
+
+/** The account's status: a badge, and for a suspended one the reason given. */
+function statusOf(account) {
+  if (account.status !== 'suspended') return [badge('Active', 'success')];
+  return [badge('Suspended', 'warning'),
+    h('span', { class: 'sub' }, account.status_reason ? `Reason: ${account.status_reason}` : 'No reason given')];
+}
+
+/** A control character (Unicode Cc), which no name may hold. */
+function isControl(c) {
+  const n = c.codePointAt(0);
+  return n < 0x20 || (n >= 0x7f && n < 0xa0);
+}
+
+/** A name the server takes: 1 to 120 characters, none a control character; else a message. */
+function nameProblem(name) {
+  const chars = [...name];
+  if (!chars.length || chars.length > NAME_MAX || chars.some(isControl)) {
+    return `An account name is 1 to ${NAME_MAX} characters, without control characters.`;
+  }
+  return null;
+}
+
+/**
+ * Suspends (after a confirmation, with an optional reason) or resumes `account`; resolves the
+ * account as it now is, or null when the operator cancelled. Errors are thrown.
+ */
+async function changeStanding(api, account, button) {
+  if (account.status === 'suspended') {
+    const ok = await confirmDialog({
+      title: `Resume “${account.name}”?`,
+      message: 'Its tokens work again and its deliveries start again within about a second.',
+      confirmLabel: 'Resume account',
+      danger: false,
+    });
+    if (!ok) return null;
+    return busy(button, 'Resuming…', () => api.resumeAccount(account.id));
+  }
+  const reason = h('textarea', { maxlength: String(REASON_MAX), rows: '3' });
+  const ok = await confirmDialog({
+    title: `Suspend “${account.name}”?`,
+    message: 'Every request of this account is refused (403) and its long polls and webhook deliveries stop, '
+      + 'within about a second. Nothing of it is deleted: resume it to serve it again.',
+    confirmLabel: 'Suspend account',
+    content: field('Reason (optional)', reason, { hint: `For the operators' own reading; at most ${REASON_MAX} characters.` }),
+  });
+  if (!ok) return null;
+  const text = reason.value.trim();
+  return busy(button, 'Suspending…', () => api.suspendAccount(account.id, text || undefined));
+}
+
+/** The list of accounts; `query` is {name, status, page} from the address. */
+export function renderAccounts(root, ctx, query) {
+  ctx.setTitle('Accounts');
+  const { api } = ctx;
+  let { name: nameFilter, status: statusFilter, page } = query;
+
+  // ---- create ----
+  const newName = h('input', { type: 'text', required: true, maxlength: String(NAME_MAX), autocomplete: 'off', placeholder: 'e.g. acme-production' });
+  const createBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create account');
+  const createMsg = notice();
+  const created = h('div');
+  const form = h('form', { novalidate: true, 'aria-label': 'Create an account' },
+    h('div', { class: 'inline-form' },
+      field('New account name', newName, { hint: 'Up to 120 characters. The account gets a first token with every scope.' }),
+      h('div', { class: 'inline-submit' }, createBtn)),
+    createMsg.el);
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    createMsg.clear();
+    const accountName = newName.value.trim();
+    const problem = nameProblem(accountName);
+    if (problem) {
+      createMsg.show(problem);
+      newName.setAttribute('aria-invalid', 'true');
+      newName.focus();
+      return;
+    }
+    newName.removeAttribute('aria-invalid');
+    try {
+      const { account, token } = await busy(createBtn, 'Creating…', () => api.createAccount(accountName));
+      if (ctx.signal.aborted) return;
+      const done = h('button', { type: 'button', class: 'btn' }, 'I have copied it');
+      done.addEventListener('click', () => {
+        created.replaceChildren();
+        newName.focus();
+      });
+      created.replaceChildren(h('div', { class: 'stack' },
+        secretBox({
+          title: `Account “${account.name}” created`,
+          label: 'First API token',
+          secret: token.token,
+          note: 'Its first token, with every scope. Copy it now and hand it to the account\'s owner: it is shown only once and cannot be recovered.',
+        }),
+        h('p', { class: 'small' }, 'Account ID ', h('code', null, account.id), ' · ',
+          h('a', { href: `#/operator/accounts/${account.id}` }, `Open ${account.name}`)),
+        h('div', null, done)));
+      newName.value = '';
+      ctx.toast(`Account ${account.name} created.`);
+      created.querySelector('.secret-input').focus();
+      await load();
+    } catch (err) {
+      if (!ctx.signal.aborted) createMsg.show(describe(err));
+    }
+  });
+
+  // ---- filter ----
+  const nameInput = h('input', { type: 'search', maxlength: String(NAME_MAX), autocomplete: 'off', spellcheck: 'false', value: nameFilter });
+  const statusSelect = h('select', null,
+    h('option', { value: '' }, 'Any status'),
+    h('option', { value: 'active' }, 'Active'),
+    h('option', { value: 'suspended' }, 'Suspended'));
+  statusSelect.value = statusFilter;
+  const filterBtn = h('button', { type: 'submit', class: 'btn' }, 'Filter');
+  const filter = h('form', { class: 'filter-form', novalidate: true, role: 'search', 'aria-label': 'Filter the accounts' },
+    field('Name contains', nameInput),
+    field('Status', statusSelect),
+    h('div', { class: 'inline-submit' }, filterBtn));
+  filter.addEventListener('submit', (e) => {
+    e.preventDefault();
+    go({ name: nameInput.value.trim(), status: statusSelect.value, page: 1 });
+  });
+  statusSelect.addEventListener('change', () => go({ name: nameInput.value.trim(), status: statusSelect.value, page: 1 }));
+
+  // ---- list ----
+  const listMsg = notice();
+  const count = h('span', { class: 'muted count', 'aria-live': 'polite' });
+  const tbody = h('tbody');
+  const table = h('table', { class: 'table table-cards', 'aria-label': 'Accounts', hidden: true },
+    h('thead', null, h('tr', null,
+      h('th', { scope: 'col' }, 'Account'),
+      h('th', { scope: 'col' }, 'Status'),
+      h('th', { scope: 'col' }, 'Account ID'),
+      h('th', { scope: 'col' }, 'Created'),
+      h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
+    tbody);
+  const empty = h('div', { class: 'empty', hidden: true });
+  const loading = h('p', { class: 'muted loading' }, 'Loading accounts…');
+  const prev = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, '← Previous');
+  const next = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, 'Next →');
+  const pageOf = h('span', { class: 'muted pager-text', 'aria-live': 'polite' });
+  const pager = h('nav', { class: 'pager', 'aria-label': 'Account pages', hidden: true }, prev, pageOf, next);
+
+  root.append(h('section', { class: 'page' },
+    h('div', { class: 'page-head' },
+      h('div', null, h('h1', null, 'Accounts'),
+        h('p', { class: 'muted' }, 'Every account of this deployment, oldest first. A suspended account\'s requests are refused and its deliveries stop; nothing of it is deleted.'))),
+    h('div', { class: 'card' }, form, created),
+    h('div', { class: 'card card-flush' },
+      h('div', { class: 'card-head' }, h('h2', null, 'All accounts'), count),
+      h('div', { class: 'card-filter' }, filter),
+      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager)));
+
+  function row(account) {
+    const action = h('button', {
+      type: 'button',
+      class: account.status === 'suspended' ? 'btn btn-sm' : 'btn btn-danger-outline btn-sm',
+      'aria-label': `${account.status === 'suspended' ? 'Resume' : 'Suspend'} ${account.name}`,
+    }, account.status === 'suspended' ? 'Resume…' : 'Suspend…');
+    action.addEventListener('click', async () => {
+      listMsg.clear();
+      try {
+        const changed = await changeStanding(api, account, action);
+        if (!changed || ctx.signal.aborted) return;
+        ctx.toast(`Account ${changed.name} ${changed.status === 'suspended' ? 'suspended' : 'resumed'}.`);
+        await load();
+      } catch (err) {
+        if (!ctx.signal.aborted) listMsg.show(describe(err));
+      }
+    });
+    return h('tr', { dataset: { account: account.id } },
+      h('td', { 'data-label': 'Account', class: 'cell-name' },
+        h('a', { href: `#/operator/accounts/${account.id}`, class: 'queue-link' }, account.name)),
+      h('td', { 'data-label': 'Status' }, statusOf(account)),
+      h('td', { 'data-label': 'Account ID' }, h('code', { class: 'muted' }, account.id)),
+      h('td', { 'data-label': 'Created' }, date(account.created_on)),
+      h('td', { class: 'actions-col' }, action));
+  }
+
+  /** Shows the list with these filters and page (the address follows, so Back returns to it). */
+  function go(next, { replace = false } = {}) {
+    ({ name: nameFilter, status: statusFilter, page } = next);
+    const hash = listHash(next);
+    if (replace) history.replaceState(null, '', hash);
+    else if (hash !== location.hash) history.pushState(null, '', hash);
+    load();
+  }
+  prev.addEventListener('click', () => go({ name: nameFilter, status: statusFilter, page: page - 1 }));
+  next.addEventListener('click', () => go({ name: nameFilter, status: statusFilter, page: page + 1 }));
+
+  let asked = 0; // the latest load: an older answer arriving late is dropped
+  async function load() {
+    asked += 1;
+    const mine = asked;
+    prev.disabled = true;
+    next.disabled = true;
+    filterBtn.disabled = true;
+    let items;
+    let info;
+    try {
+      ({ items, info } = await api.listAccounts({ name: nameFilter, status: statusFilter, page, perPage: PER_PAGE }));
+    } catch (err) {
+      if (ctx.signal.aborted || mine !== asked) return;
+      loading.hidden = true;
+      table.hidden = true;
+      listMsg.show(describe(err));
+      return;
+    } finally {
+      if (mine === asked) filterBtn.disabled = false;
+    }
+    if (ctx.signal.aborted || mine !== asked) return;
+    if (items.length === 0 && info.total_pages > 0 && page > info.total_pages) {
+      // Past the end (accounts filtered away, or an old address): the last page instead.
+      go({ name: nameFilter, status: statusFilter, page: info.total_pages }, { replace: true });
+      return;
+    }
+    listMsg.clear();
+    loading.hidden = true;
+    tbody.replaceChildren(...items.map(row));
+    table.hidden = items.length === 0;
+    const filtered = Boolean(nameFilter || statusFilter);
+    empty.hidden = info.total_count !== 0;
+    empty.replaceChildren(
+      h('p', { class: 'empty-title' }, filtered ? 'No account matches' : 'No accounts yet'),
+      h('p', { class: 'muted' }, filtered ? 'Change the filter, or clear it to see every account.' : 'Create the first account above.'));
+    const first = (info.page - 1) * info.per_page + 1;
+    const range = `${num(first)}–${num(first + items.length - 1)} of ${num(info.total_count)}`;
+    count.textContent = info.total_count ? `${range} ${info.total_count === 1 ? 'account' : 'accounts'}${filtered ? ' matching' : ''}` : '';
+    pager.hidden = info.total_pages <= 1;
+    pageOf.textContent = `Page ${num(info.page)} of ${num(info.total_pages)}`;
+    prev.disabled = info.page <= 1;
+    next.disabled = info.page >= info.total_pages;
+  }
+
+  load();
+  newName.focus();
+  return null;
+}
+
+/** One account: its fields, rename, suspend or resume, and its tokens. */
+export function renderAccount(root, ctx, accountId) {
+  ctx.setTitle('Account');
+  const { api } = ctx;
+  let account = null;
+
+  const title = h('h1', { class: 'queue-title' }, 'Account');
+  const stateBadge = h('span');
+  const meta = h('p', { class: 'muted meta' });
+  const standingBtn = h('button', { type: 'button', class: 'btn' }, 'Suspend…');
+  const message = notice();
+  const crumb = h('span', { 'aria-current': 'page' }, '…');
+  const props = h('dl', { class: 'props' });
+
+  // ---- rename ----
+  const nameInput = h('input', { type: 'text', required: true, maxlength: String(NAME_MAX), autocomplete: 'off' });
+  const renameBtn = h('button', { type: 'submit', class: 'btn' }, 'Rename');
+  const renameMsg = notice();
+  const rename = h('form', { novalidate: true, 'aria-label': 'Rename the account' },
+    h('div', { class: 'inline-form' },
+      field('Account name', nameInput, { hint: 'The name its users see in the dashboard\'s top bar.' }),
+      h('div', { class: 'inline-submit' }, renameBtn)),
+    renameMsg.el);
+
+  const tokens = createTokenPanel({
+    ctx,
+    list: () => api.listTokens(accountId),
+    create: (name, scopes, validity) => api.createToken(accountId, name, scopes, validity),
+    revoke: (t) => api.revokeToken(accountId, t.id),
+    texts: {
+      createTitle: 'Issue a token',
+      createButton: 'Issue token',
+      scopeNote: 'Issued on the account\'s behalf, with the scopes chosen here. Pulling and acking messages needs both queue scopes.',
+    },
+  });
+
+  function show(next) {
+    account = next;
+    title.textContent = account.name;
+    crumb.textContent = account.name;
+    ctx.setTitle(account.name);
+    const isSuspended = account.status === 'suspended';
+    stateBadge.replaceChildren(isSuspended ? badge('Suspended', 'warning') : badge('Active', 'success'));
+    standingBtn.textContent = isSuspended ? 'Resume…' : 'Suspend…';
+    standingBtn.className = isSuspended ? 'btn btn-primary' : 'btn btn-danger-outline';
+    meta.replaceChildren('ID ', h('code', null, account.id), ` · created ${date(account.created_on)}`);
+    const pair = (term, value) => [h('dt', null, term), h('dd', null, value)];
+    props.replaceChildren(
+      ...pair('Name', account.name),
+      ...pair('Status', isSuspended ? 'Suspended' : 'Active'),
+      ...(isSuspended ? pair('Reason', account.status_reason || h('span', { class: 'muted' }, 'No reason given')) : []),
+      ...pair('Status changed', account.status_changed_on ? date(account.status_changed_on) : h('span', { class: 'muted' }, 'Never')),
+      ...pair('Created', date(account.created_on)),
+      ...pair('Account ID', h('code', null, account.id)));
+    if (document.activeElement !== nameInput) nameInput.value = account.name;
+  }
+
+  standingBtn.addEventListener('click', async () => {
+    message.clear();
+    try {
+      const changed = await changeStanding(api, account, standingBtn);
+      if (!changed || ctx.signal.aborted) return;
+      show(changed);
+      ctx.toast(`Account ${changed.name} ${changed.status === 'suspended' ? 'suspended' : 'resumed'}.`);
+    } catch (err) {
+      if (!ctx.signal.aborted) message.show(describe(err));
+    }
+  });
+
+  rename.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    renameMsg.clear();
+    const name = nameInput.value.trim();
+    const problem = nameProblem(name);
+    if (problem) {
+      renameMsg.show(problem);
+      nameInput.setAttribute('aria-invalid', 'true');
+      nameInput.focus();
+      return;
+    }
+    nameInput.removeAttribute('aria-invalid');
+    try {
+      const renamed = await busy(renameBtn, 'Renaming…', () => api.renameAccount(accountId, name));
+      if (ctx.signal.aborted) return;
+      show(renamed);
+      renameMsg.show(`Renamed to ${renamed.name}.`, 'success');
+    } catch (err) {
+      if (!ctx.signal.aborted) renameMsg.show(describe(err));
+    }
+  });
+
+  const body = h('div', { class: 'queue-body', hidden: true },
+    h('div', { class: 'page-head' },
+      h('div', { class: 'page-head-main' }, h('div', { class: 'title-row' }, title, stateBadge), meta),
+      h('div', { class: 'actions' }, standingBtn)),
+    message.el,
+    h('section', { class: 'card', 'aria-labelledby': 'account-card-title' },
+      h('h2', { id: 'account-card-title' }, 'Account'), props, rename),
+    tokens.els);
+  const loading = h('p', { class: 'muted loading' }, 'Loading the account…');
+  const page = h('section', { class: 'page' },
+    h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/operator/accounts' }, 'Accounts'), h('span', { 'aria-hidden': 'true' }, '/'), crumb),
+    loading, body);
+  root.append(page);
+
+  (async () => {
+    try {
+      const got = await api.getAccount(accountId);
+      if (ctx.signal.aborted) return;
+      loading.remove();
+      body.hidden = false;
+      show(got);
+      await tokens.load();
+    } catch (err) {
+      if (ctx.signal.aborted) return;
+      loading.remove();
+      const text = err.kind === 'not_found' ? 'There is no account with this ID.' : describe(err);
+      page.append(h('div', { class: 'card' },
+        h('h1', null, err.kind === 'not_found' ? 'Account not found' : 'Cannot show this account'),
+        h('p', { role: 'alert' }, text),
+        h('p', null, h('a', { href: '#/operator/accounts' }, 'Back to all accounts'))));
+    }
+  })();
+
+  return null;
+}
