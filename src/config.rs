@@ -29,6 +29,10 @@ pub struct SettingsArgs {
     /// Networks exempt from the webhook address guard, comma-separated (for example 127.0.0.0/8,::1/128).
     #[arg(long, env = "SKIPLOCK_WEBHOOK_ALLOW_CIDRS", value_delimiter = ',', value_parser = parse_network)]
     webhook_allow_cidrs: Vec<Option<IpNet>>,
+    /// Networks of the operator's proxies, comma-separated: their `X-Forwarded-For` names the client's
+    /// address (tokens' address conditions); from anyone else it is ignored.
+    #[arg(long, env = "SKIPLOCK_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_network)]
+    trusted_proxies: Vec<Option<IpNet>>,
     /// How long a webhook receiver has to answer, in milliseconds.
     #[arg(long, env = "SKIPLOCK_WEBHOOK_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
@@ -49,8 +53,8 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_RATE_BURST", default_value_t = Limits::default().rate_burst,
           value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     rate_burst: u32,
-    /// Messages published per second per account on each node (0: none); a faster publish waits up to
-    /// a second for its share, and beyond that gets a 429.
+    /// Messages published per second per account on each node (0: none, the default); a faster publish
+    /// waits up to a second for its share (its answer says how long), and beyond that gets a 429.
     #[arg(long, env = "SKIPLOCK_PUBLISH_RATE_LIMIT", default_value_t = Limits::default().publish_rate_per_second,
           value_parser = clap::value_parser!(u32).range(0..=100_000_000))]
     publish_rate_limit: u32,
@@ -102,6 +106,7 @@ pub struct Settings {
     pub admin_bind: SocketAddr,
     pub metrics_bind: SocketAddr,
     pub webhook_allow_cidrs: Vec<IpNet>,
+    pub trusted_proxies: Vec<IpNet>,
     pub webhook_timeout: Duration,
     pub metrics_max_queues: usize,
     pub queue_gauges_every: Duration,
@@ -125,6 +130,7 @@ impl From<SettingsArgs> for Settings {
             admin_bind: a.admin_bind,
             metrics_bind: a.metrics_bind,
             webhook_allow_cidrs: a.webhook_allow_cidrs.into_iter().flatten().collect(),
+            trusted_proxies: a.trusted_proxies.into_iter().flatten().collect(),
             webhook_timeout: Duration::from_millis(a.webhook_timeout_ms),
             metrics_max_queues: a.metrics_max_queues as usize,
             queue_gauges_every: Duration::from_millis(a.queue_gauges_every_ms),

@@ -44,6 +44,8 @@ pub enum Kind {
     AccountSuspended,
     /// A token used outside its `not_before`..`expires_on` window.
     TokenOutsideWindow,
+    /// A token used from an address its `condition.request_ip` refuses.
+    AddressRefused,
     /// The database cannot be reached, is shutting down, or a transaction lost a conflict: nothing was
     /// applied.
     Unavailable,
@@ -90,6 +92,7 @@ impl Kind {
             Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::AccountSuspended => (S::FORBIDDEN, 11016, false),
             Kind::TokenOutsideWindow => (S::UNAUTHORIZED, 10001, false),
+            Kind::AddressRefused => (S::FORBIDDEN, 9109, false),
             Kind::Unavailable => (S::SERVICE_UNAVAILABLE, 10000, true),
             Kind::Internal => (S::INTERNAL_SERVER_ERROR, 10000, true),
         };

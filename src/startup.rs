@@ -8,6 +8,7 @@ use actix_web::{web, App, HttpServer};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
+use crate::api::client::TrustedProxies;
 use crate::api::{self, envelope::MAX_REQUEST_BYTES};
 use crate::config::Settings;
 use crate::dispatch::client::WebhookClient;
@@ -54,6 +55,17 @@ impl Node {
         stop: CancellationToken,
     ) -> anyhow::Result<Node> {
         let engine = Engine::new(pool.clone(), Arc::new(Metrics::default()), settings.limits).await?;
+        let limits = &settings.limits;
+        // Every limit in force, said once, so that one holding a tenant back is never a surprise.
+        tracing::info!(
+            requests_per_second = limits.rate_per_second,
+            request_burst = limits.rate_burst,
+            published_per_second = limits.publish_rate_per_second,
+            queues_per_account = limits.max_queues_per_account,
+            backlog_bytes_per_queue = limits.max_backlog_bytes_per_queue,
+            waiting_pulls = limits.max_waiting_pulls,
+            "limits per account (0: none; rates are per node)"
+        );
         let mut tasks = tokio::task::JoinSet::new();
         let metrics_server = api::observe::serve(engine.metrics.clone(), pool.clone(), settings.metrics_bind)?;
         let metrics_addr = metrics_server.addr;
@@ -82,10 +94,11 @@ impl Node {
         }
         let (mut api_addr, mut admin_addr) = (None, None);
         if roles.contains(&Role::Api) {
-            let app = Application::build(&engine, settings.bind, api::routes)?;
+            let proxies = TrustedProxies(settings.trusted_proxies.clone());
+            let app = Application::build(&engine, settings.bind, api::routes, proxies.clone())?;
             api_addr = Some(app.local_addr());
             tracing::info!(address = %app.local_addr(), "serving the API");
-            let admin = Application::build(&engine, settings.admin_bind, api::admin_routes)?;
+            let admin = Application::build(&engine, settings.admin_bind, api::admin_routes, proxies)?;
             admin_addr = Some(admin.local_addr());
             tracing::info!(address = %admin.local_addr(), "serving the operator API");
             for (app, what) in [(app, "the API server"), (admin, "the operator API server")] {
@@ -118,18 +131,25 @@ pub struct Application {
 
 impl Application {
     /// Binds `bind` (port 0 picks a free port, as tests do) and builds the app of `routes` on `engine`,
-    /// with the dashboard's files for any other path.
-    pub fn build(engine: &Arc<Engine>, bind: SocketAddr, routes: fn(&mut web::ServiceConfig)) -> anyhow::Result<Self> {
+    /// with the dashboard's files for any other path; `proxies` are believed on the client's address.
+    pub fn build(
+        engine: &Arc<Engine>,
+        bind: SocketAddr,
+        routes: fn(&mut web::ServiceConfig),
+        proxies: TrustedProxies,
+    ) -> anyhow::Result<Self> {
         let state = web::Data::from(engine.clone());
         let listener = TcpListener::bind(bind)?;
         let local_addr = listener.local_addr()?;
         let metrics = web::Data::new(engine.metrics.clone());
+        let proxies = web::Data::new(proxies);
         let server = HttpServer::new(move || {
             App::new()
                 .wrap_fn(api::observe::observe_request)
                 .wrap_fn(crate::telemetry::request_span)
                 .app_data(state.clone())
                 .app_data(metrics.clone())
+                .app_data(proxies.clone())
                 .app_data(web::PayloadConfig::new(MAX_REQUEST_BYTES))
                 .configure(routes)
                 .default_service(web::to(api::assets::asset))

@@ -21,10 +21,10 @@ pub struct NeighbourArgs {
     /// Messages a second the busy account publishes (default: as fast as it is answered).
     #[arg(long)]
     pub busy_rate: Option<f64>,
-    /// The service's publish rate limit per account (`SKIPLOCK_PUBLISH_RATE_LIMIT`; default: the
-    /// service's own default; 0: none).
-    #[arg(long)]
-    pub publish_rate_limit: Option<u32>,
+    /// The service's publish rate limit per account (`SKIPLOCK_PUBLISH_RATE_LIMIT`; 0: none). The
+    /// default is the hosted-deployment example's (docs/operations.md); the service itself sets none.
+    #[arg(long, default_value_t = 20_000)]
+    pub publish_rate_limit: u32,
 }
 
 const RATE: u32 = 100;
@@ -39,9 +39,7 @@ struct Times {
 }
 
 pub async fn run(args: NeighbourArgs) -> anyhow::Result<()> {
-    let limit: Vec<_> =
-        args.publish_rate_limit.map(|limit| ("SKIPLOCK_PUBLISH_RATE_LIMIT", limit.to_string())).into_iter().collect();
-    let env = Env::start(&limit).await?;
+    let env = Env::start(&[("SKIPLOCK_PUBLISH_RATE_LIMIT", args.publish_rate_limit.to_string())]).await?;
     let host = env.base.trim_start_matches("http://").to_owned();
     let (account, token) = setup::create_account(&env.database_url, "quiet").await?;
     let queue = env.queue_with_consumer((&account, &token), "quiet", json!({"type": "http_pull"})).await?;

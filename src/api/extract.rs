@@ -1,7 +1,7 @@
 //! `Authed<R>`: the handler-signature guard. It verifies the bearer token, checks that the path's
 //! account is the token's own (another account's is a 404, as for any object it cannot see), that the
-//! token is within its validity window and carries the scopes `R` requires, and that the account is
-//! served (not suspended) and within its request rate.
+//! token is within its validity window, used from an address it admits and carries the scopes `R`
+//! requires, and that the account is served (not suspended) and within its request rate.
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -10,6 +10,7 @@ use std::str::FromStr;
 
 use actix_web::{http::header, web, FromRequest, HttpRequest};
 
+use crate::api::client::TrustedProxies;
 use crate::auth::{Principal, Scope, Token, TokenKind};
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
@@ -54,6 +55,7 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
         let state = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
         let bearer = bearer(req);
         let path_account = req.match_info().get("account_id").map(str::to_owned);
+        let client = req.app_data::<web::Data<TrustedProxies>>().and_then(|proxies| proxies.client_of(req));
         let path = req.path().to_owned();
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
@@ -62,6 +64,14 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
             };
             if let Some(why) = principal.refused_at(chrono::Utc::now()) {
                 return Err(ApiError::new(Kind::TokenOutsideWindow, why));
+            }
+            if !principal.request_ip.admits(client) {
+                // Cloudflare's words for a token used from an address its condition refuses.
+                let from = client.map_or_else(|| "an unknown address".to_owned(), |ip| ip.to_string());
+                return Err(ApiError::new(
+                    Kind::AddressRefused,
+                    format!("Cannot use the access token from location: {from}"),
+                ));
             }
             if let Some(raw) = path_account {
                 // A malformed id and another account's id get the same answer, as for any object it cannot see.

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod assets;
+pub mod client;
 pub mod consumers;
 pub mod envelope;
 pub mod extract;

@@ -3,8 +3,12 @@
 //! account's behalf.
 
 use actix_web::{web, HttpRequest, HttpResponse};
+use std::net::IpAddr;
+
 use chrono::{DateTime, SubsecRound, Utc};
-use serde::Deserialize;
+use ipnet::IpNet;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 
 use super::envelope::{ok, ok_list, ApiJson};
@@ -33,7 +37,7 @@ pub async fn verify(auth: Authed<TokenOnly>) -> HttpResponse {
     }))
 }
 
-/// A token to create: its name, scopes and, as Cloudflare's tokens, when it may be used.
+/// A token to create: its name, scopes and, as Cloudflare's tokens, when and from where it may be used.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateToken {
@@ -41,6 +45,51 @@ pub struct CreateToken {
     scopes: Option<Vec<String>>,
     not_before: Option<String>,
     expires_on: Option<String>,
+    #[serde(default, deserialize_with = "object")]
+    condition: Option<Condition>,
+}
+
+/// Cloudflare's `condition` of a token.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Condition {
+    #[serde(default, deserialize_with = "object")]
+    request_ip: Option<RequestIpInput>,
+}
+
+/// An object, or null: a derived struct would also read an array of its fields in order.
+fn object<'de, D: Deserializer<'de>, T: DeserializeOwned>(d: D) -> Result<Option<T>, D::Error> {
+    let Some(fields) = Option::<serde_json::Map<String, Value>>::deserialize(d)? else { return Ok(None) };
+    T::deserialize(Value::Object(fields)).map(Some).map_err(serde::de::Error::custom)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RequestIpInput {
+    #[serde(rename = "in")]
+    allowed: Option<Vec<String>>,
+    #[serde(rename = "not_in")]
+    refused: Option<Vec<String>>,
+}
+
+/// The most networks a token's condition lists on each side.
+const MAX_NETWORKS: usize = 100;
+
+/// Networks as a token's condition names them (`10.0.0.0/8`, or one address), normalized; a 400
+/// naming `field` otherwise.
+fn networks(field: &str, raw: Option<Vec<String>>) -> ApiResult<Vec<String>> {
+    let raw = raw.unwrap_or_default();
+    if raw.len() > MAX_NETWORKS {
+        return Err(ApiError::invalid(format!("{field} may list at most {MAX_NETWORKS} networks")));
+    }
+    raw.iter()
+        .map(|text| {
+            let net = text.parse::<IpNet>().or_else(|_| text.parse::<IpAddr>().map(IpNet::from));
+            net.map(|n| n.trunc().to_string()).map_err(|_| {
+                ApiError::invalid(format!("{field}: {text:?} is not a network like 198.51.100.0/24 or an address"))
+            })
+        })
+        .collect()
 }
 
 impl CreateToken {
@@ -51,9 +100,12 @@ impl CreateToken {
             return Err(ApiError::invalid("name is required: 1-120 characters, no control characters"));
         }
         let scopes = parse_scopes(self.scopes.as_deref().unwrap_or_default()).map_err(ApiError::invalid)?;
+        let request_ip = self.condition.unwrap_or_default().request_ip.unwrap_or_default();
         let validity = Validity {
             not_before: self.not_before.as_deref().map(|t| instant("not_before", t)).transpose()?,
             expires_on: self.expires_on.as_deref().map(|t| instant("expires_on", t)).transpose()?,
+            request_ip_in: networks("condition.request_ip.in", request_ip.allowed)?,
+            request_ip_not_in: networks("condition.request_ip.not_in", request_ip.refused)?,
         };
         if validity.expires_on.is_some_and(|expires| expires <= now) {
             return Err(ApiError::invalid("expires_on must be in the future"));
@@ -87,6 +139,9 @@ pub fn token_view(row: &TokenRow, text: Option<&str>) -> Value {
         "not_before": row.not_before.map(timestamp),
         "expires_on": row.expires_on.map(timestamp),
     });
+    if !row.request_ip_in.is_empty() || !row.request_ip_not_in.is_empty() {
+        view["condition"] = json!({"request_ip": {"in": row.request_ip_in, "not_in": row.request_ip_not_in}});
+    }
     if let Some(text) = text {
         view["token"] = json!(text);
     }

@@ -3,8 +3,10 @@
 //! and who a verified one speaks for.
 
 use std::future::Future;
+use std::net::IpAddr;
 
 use chrono::{DateTime, Utc};
+use ipnet::IpNet;
 use sqlx::PgPool;
 
 use super::operator::{Operator, OperatorScope};
@@ -40,6 +42,8 @@ pub struct Principal {
     pub not_before: Option<DateTime<Utc>>,
     /// The token is refused from this time.
     pub expires_on: Option<DateTime<Utc>>,
+    /// Where the token may be used from.
+    pub request_ip: RequestIp,
 }
 
 impl Principal {
@@ -58,6 +62,30 @@ impl Principal {
     }
 }
 
+/// Cloudflare's `condition.request_ip` of a token: the networks it may be used from (any, when None)
+/// and those it may not.
+#[derive(Debug, Clone, Default)]
+pub struct RequestIp {
+    pub allowed: Option<Vec<IpNet>>,
+    pub refused: Vec<IpNet>,
+}
+
+impl RequestIp {
+    /// The networks as stored (checked when the token was made; one unreadable allows nothing).
+    fn stored(allowed: &[String], refused: &[String]) -> Self {
+        let parse = |nets: &[String]| nets.iter().filter_map(|n| n.parse().ok()).collect::<Vec<IpNet>>();
+        Self { allowed: (!allowed.is_empty()).then(|| parse(allowed)), refused: parse(refused) }
+    }
+
+    /// Whether a request from `client` may use the token; a request with no known address may only when
+    /// the token names no networks.
+    pub fn admits(&self, client: Option<IpAddr>) -> bool {
+        let Some(ip) = client else { return self.allowed.is_none() && self.refused.is_empty() };
+        self.allowed.as_ref().is_none_or(|nets| nets.iter().any(|n| n.contains(&ip)))
+            && !self.refused.iter().any(|n| n.contains(&ip))
+    }
+}
+
 /// Accounts' tokens (`skl_`).
 pub struct AccountTokens;
 
@@ -73,6 +101,7 @@ impl TokenBook for AccountTokens {
                 scopes: row.scopes.iter().filter_map(|s| Scope::parse(s)).collect(),
                 not_before: row.not_before,
                 expires_on: row.expires_on,
+                request_ip: RequestIp::stored(&row.request_ip_in, &row.request_ip_not_in),
             },
             secret_hash: row.secret_hash,
         }))
@@ -94,5 +123,25 @@ impl TokenBook for OperatorTokens {
             },
             secret_hash: row.secret_hash,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_used_from_the_networks_it_allows_and_not_from_those_it_refuses() {
+        let nets = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        let any = RequestIp::stored(&[], &[]);
+        assert!(any.admits(ip("203.0.113.9")) && any.admits(None));
+        let office = RequestIp::stored(&nets(&["198.51.100.0/24"]), &nets(&["198.51.100.7/32"]));
+        assert!(office.admits(ip("198.51.100.8")));
+        assert!(!office.admits(ip("198.51.100.7")) && !office.admits(ip("203.0.113.9")) && !office.admits(None));
+        let not_there = RequestIp::stored(&[], &nets(&["2001:db8::/32"]));
+        assert!(not_there.admits(ip("203.0.113.9")) && !not_there.admits(ip("2001:db8::1")));
+        let unreadable = RequestIp::stored(&nets(&["nonsense"]), &[]);
+        assert!(!unreadable.admits(ip("203.0.113.9")), "an unreadable allow-list admits nothing");
     }
 }

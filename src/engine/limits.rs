@@ -13,8 +13,9 @@ pub struct Limits {
     pub rate_per_second: u32,
     /// How many requests above the rate an account may make at once.
     pub rate_burst: u32,
-    /// Messages published per second per account on each node (0: unlimited). An account publishing
-    /// faster is held back, so that it cannot take the whole node from the others (docs/benchmarks.md).
+    /// Messages published per second per account on each node (0: unlimited, the default: a cap nobody
+    /// set would hold a lone tenant back silently). An account publishing faster is held back, so that it
+    /// cannot take the whole node from the others; hosted deployments set one (docs/operations.md).
     pub publish_rate_per_second: u32,
     pub max_queues_per_account: i64,
     pub max_backlog_bytes_per_queue: i64,
@@ -27,7 +28,7 @@ impl Default for Limits {
         Self {
             rate_per_second: 5_000,
             rate_burst: 10_000,
-            publish_rate_per_second: 20_000,
+            publish_rate_per_second: 0,
             max_queues_per_account: 1_000,
             max_backlog_bytes_per_queue: 25_000_000_000,
             max_waiting_pulls: 1_000,
@@ -114,6 +115,13 @@ mod tests {
         let limiter = RateLimiter::requests(&Limits { rate_per_second: 0, ..Limits::default() });
         let account = AccountId::new();
         assert!((0..100_000).all(|_| limiter.take(account).is_ok()));
+    }
+
+    #[test]
+    fn no_publish_rate_is_set_by_default() {
+        assert_eq!(Limits::default().publish_rate_per_second, 0);
+        let limiter = RateLimiter::messages(&Limits::default());
+        assert_eq!(limiter.take_many(AccountId::new(), 1_000_000, Duration::ZERO), Ok(Duration::ZERO));
     }
 
     #[test]

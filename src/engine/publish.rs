@@ -18,13 +18,15 @@ pub struct PublishOutcome {
     pub duplicates: usize,
     /// The queue's backlog after the publish, when it could be read (best effort: the messages are stored).
     pub backlog: Option<Backlog>,
+    /// How long the publish was held back for its account's publish rate.
+    pub held_back: Duration,
 }
 
 impl Engine {
     /// Stores the messages durably (the answer comes after the commit) or refuses them all.
     pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> ApiResult<PublishOutcome> {
         let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
-        self.hold_to_publish_rate(queue, count).await?;
+        let held_back = self.hold_to_publish_rate(queue, count).await?;
         // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
         let max = self.limits.max_backlog_bytes_per_queue;
         let backlog = self.backlog.get(&self.pool, queue.id()).await?;
@@ -49,19 +51,20 @@ impl Engine {
                 None
             }
         };
-        Ok(PublishOutcome { duplicates, backlog })
+        Ok(PublishOutcome { duplicates, backlog, held_back })
     }
 
     /// Holds a publish back until its account's publish rate on this node allows its `count` messages,
-    /// or refuses it (429, nothing stored) when that would take longer than `MAX_RATE_WAIT`.
-    async fn hold_to_publish_rate(&self, queue: OwnedQueue, count: usize) -> ApiResult<()> {
+    /// answering how long it waited, or refuses it (429, nothing stored) when that would take longer than
+    /// `MAX_RATE_WAIT`.
+    async fn hold_to_publish_rate(&self, queue: OwnedQueue, count: usize) -> ApiResult<Duration> {
         let held_back = &self.metrics.publishes_held_back;
         match self.publish_rate.take_many(queue.account(), count as u32, MAX_RATE_WAIT) {
-            Ok(wait) if wait.is_zero() => Ok(()),
+            Ok(wait) if wait.is_zero() => Ok(wait),
             Ok(wait) => {
                 held_back.with_label_values(&["delayed"]).inc();
                 tokio::time::sleep(wait).await;
-                Ok(())
+                Ok(wait)
             }
             Err(refill) => {
                 held_back.with_label_values(&["refused"]).inc();

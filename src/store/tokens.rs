@@ -15,13 +15,18 @@ pub struct TokenRow {
     pub created_at: DateTime<Utc>,
     pub not_before: Option<DateTime<Utc>>,
     pub expires_on: Option<DateTime<Utc>>,
+    pub request_ip_in: Vec<String>,
+    pub request_ip_not_in: Vec<String>,
 }
 
-/// When a token may be used; unbounded on a side left None.
-#[derive(Debug, Clone, Copy, Default)]
+/// When and from where a token may be used: unbounded on a side left None, from any address unless
+/// `request_ip_in` lists networks, never from those `request_ip_not_in` lists.
+#[derive(Debug, Clone, Default)]
 pub struct Validity {
     pub not_before: Option<DateTime<Utc>>,
     pub expires_on: Option<DateTime<Utc>>,
+    pub request_ip_in: Vec<String>,
+    pub request_ip_not_in: Vec<String>,
 }
 
 pub async fn insert(
@@ -36,10 +41,11 @@ pub async fn insert(
     let scopes: Vec<String> = scopes.iter().map(|s| s.to_string()).collect();
     sqlx::query_as!(
         TokenRow,
-        r#"insert into api_tokens (id, account_id, name, scopes, secret_hash, not_before, expires_on)
-         values ($1, $2, $3, $4, $5, $6, $7)
+        r#"insert into api_tokens (id, account_id, name, scopes, secret_hash, not_before, expires_on, request_ip_in,
+                                 request_ip_not_in)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          returning id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
-                   not_before, expires_on"#,
+                   not_before, expires_on, request_ip_in, request_ip_not_in"#,
         id.0,
         account.0,
         name,
@@ -47,6 +53,8 @@ pub async fn insert(
         secret_hash,
         validity.not_before,
         validity.expires_on,
+        &validity.request_ip_in,
+        &validity.request_ip_not_in,
     )
     .fetch_one(db)
     .await
@@ -57,7 +65,7 @@ pub async fn find_active(db: impl PgExecutor<'_>, id: TokenId) -> Result<Option<
     sqlx::query_as!(
         TokenRow,
         r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
-                not_before, expires_on
+                not_before, expires_on, request_ip_in, request_ip_not_in
          from api_tokens
          where id = $1 and revoked_at is null"#,
         id.0,
@@ -77,7 +85,7 @@ pub async fn list(
     let rows = sqlx::query_as!(
         TokenRow,
         r#"select id as "id: TokenId", account_id as "account_id: AccountId", name, scopes, secret_hash, created_at,
-                not_before, expires_on
+                not_before, expires_on, request_ip_in, request_ip_not_in
          from api_tokens
          where account_id = $1 and revoked_at is null order by created_at, id limit $2 offset $3"#,
         account.0,

@@ -77,6 +77,13 @@ pub async fn spawn_app_with(pool: PgPool, limits: skiplock::engine::limits::Limi
     started.app(pool, account, token)
 }
 
+/// An app whose node's settings add `args` (options as on the command line) to the tests' own.
+pub async fn spawn_app_with_args(pool: PgPool, args: &[&str]) -> TestApp {
+    let started = start_node_with(&pool, skiplock::engine::limits::Limits::default(), &[Role::Api], args).await;
+    let (account, token) = new_account(&pool, "tenant-a", &Scope::ALL).await;
+    started.app(pool, account, token)
+}
+
 /// An app whose node also runs the webhook dispatcher, as `skiplock` does by default.
 pub async fn spawn_app_dispatching(pool: PgPool) -> TestApp {
     let started = start_node(&pool, skiplock::engine::limits::Limits::default(), &[Role::Api, Role::Dispatcher]).await;
@@ -115,6 +122,16 @@ impl Started {
 
 /// A node with `roles` on the test's database: its addresses, metrics and stop token.
 async fn start_node(pool: &PgPool, limits: skiplock::engine::limits::Limits, roles: &[Role]) -> Started {
+    start_node_with(pool, limits, roles, &[]).await
+}
+
+/// `start_node` with the settings `args` added.
+async fn start_node_with(
+    pool: &PgPool,
+    limits: skiplock::engine::limits::Limits,
+    roles: &[Role],
+    args: &[&str],
+) -> Started {
     // The node gets a pool of its own, built as the service builds it. The test's pool reaps idle
     // connections every second, and sqlx 0.8's reaper can spin forever once threads race on its idle
     // count (launchbadge/sqlx#3645): it hung a test here. The test's own pool stays on the test's thread.
@@ -122,14 +139,18 @@ async fn start_node(pool: &PgPool, limits: skiplock::engine::limits::Limits, rol
         .connect_with((*pool.connect_options()).clone())
         .await
         .expect("the app's pool connects");
-    let mut settings = skiplock::config::Settings::from_args([
-        "--database-url=postgres://unused-the-pool-is-given",
-        "--bind=127.0.0.1:0",
-        "--metrics-bind=127.0.0.1:0",
-        "--admin-bind=127.0.0.1:0",
-        // The dispatcher's receivers in tests listen on loopback.
-        "--webhook-allow-cidrs=127.0.0.0/8",
-    ])
+    let mut settings = skiplock::config::Settings::from_args(
+        [
+            "--database-url=postgres://unused-the-pool-is-given",
+            "--bind=127.0.0.1:0",
+            "--metrics-bind=127.0.0.1:0",
+            "--admin-bind=127.0.0.1:0",
+            // The dispatcher's receivers in tests listen on loopback.
+            "--webhook-allow-cidrs=127.0.0.0/8",
+        ]
+        .iter()
+        .chain(args),
+    )
     .expect("test settings are valid");
     settings.limits = limits;
     settings.activity_flush_every = Duration::from_millis(200);

@@ -41,6 +41,15 @@ async fn an_account_over_its_publish_rate_is_held_back_then_refused_and_others_a
         tokio::join!(app.post(&path, batch.clone()), app.post(&path, batch.clone()), app.post(&path, batch.clone()));
     let answers = [answers.0, answers.1, answers.2];
     assert_eq!(answers.iter().filter(|r| r.status == 200).count(), 2, "{:?}", answers.map(|r| r.status));
+    // The publish that waited for its share says so, and for how long; the one that did not says nothing.
+    let held: Vec<u64> = answers
+        .iter()
+        .filter(|r| r.status == 200)
+        .filter_map(|r| r.headers.get("x-skiplock-held-back-ms"))
+        .map(|v| v.to_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(held.len(), 1, "one publish was held back");
+    assert!((500..=1000).contains(&held[0]), "held about a second's worth: {held:?}");
     let refused = answers.iter().find(|r| r.status == 429).expect("two seconds' worth owed is refused");
     assert!(refused.expect_error(429).contains("publish rate of 100 messages per second"));
     let retry_after: u64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();

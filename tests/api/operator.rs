@@ -289,3 +289,73 @@ async fn a_suspended_accounts_webhook_deliveries_stop_on_every_node_and_resume_w
     bodies.dedup();
     assert_eq!(bodies.len(), published, "every message delivered after the resume");
 }
+
+#[sqlx::test]
+async fn a_token_is_refused_from_an_address_its_condition_refuses(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let token = |condition: Value| {
+        let app = &app;
+        async move {
+            let body = json!({"name": "located", "scopes": ["queues_read"], "condition": condition});
+            let created = app.post("tokens", body).await;
+            created.expect_ok().clone()
+        }
+    };
+    let office = token(json!({"request_ip": {"in": ["198.51.100.0/24"], "not_in": ["198.51.100.7"]}})).await;
+    assert_eq!(office["condition"], json!({"request_ip": {"in": ["198.51.100.0/24"], "not_in": ["198.51.100.7/32"]}}));
+    let text = office["token"].as_str().unwrap();
+    // The tests' requests come from 127.0.0.1, which the token does not allow.
+    let resp = app.raw(Method::GET, &app.url("queues"), Some(text), None).await;
+    assert_eq!(resp.expect_error(403), "Cannot use the access token from location: 127.0.0.1");
+    assert_eq!(resp.error_code(), 9109);
+    // X-Forwarded-For from an untrusted peer is not believed.
+    let forwarded = reqwest::Client::new()
+        .get(app.url("queues"))
+        .bearer_auth(text)
+        .header("x-forwarded-for", "198.51.100.8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forwarded.status().as_u16(), 403);
+    let loopback = token(json!({"request_ip": {"not_in": ["127.0.0.0/8"]}})).await;
+    let resp = app.raw(Method::GET, &app.url("queues"), loopback["token"].as_str(), None).await;
+    resp.expect_error(403);
+    let here = token(json!({"request_ip": {"in": ["127.0.0.1"]}})).await;
+    app.raw(Method::GET, &app.url("queues"), here["token"].as_str(), None).await.expect_ok();
+    let listed = app.get("tokens").await;
+    assert!(listed
+        .expect_ok()
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["condition"]["request_ip"]["in"] == json!(["127.0.0.1/32"])));
+    for (condition, needle) in [
+        (json!({"request_ip": {"in": ["10.0.0.0/33"]}}), "condition.request_ip.in"),
+        (json!({"request_ip": {"not_in": ["example.com"]}}), "condition.request_ip.not_in"),
+        (json!({"request_ip": {"within": []}}), "within"),
+        (json!({"request_ip": {"in": vec!["10.0.0.1"; 101]}}), "at most 100"),
+    ] {
+        let body = json!({"name": "x", "scopes": ["queues_read"], "condition": condition});
+        let message = app.post("tokens", body).await.expect_error(400);
+        assert!(message.contains(needle), "{message}");
+    }
+}
+
+#[sqlx::test]
+async fn behind_a_trusted_proxy_the_forwarded_address_is_the_clients(pool: PgPool) {
+    let app = crate::helpers::spawn_app_with_args(pool.clone(), &["--trusted-proxies=127.0.0.0/8"]).await;
+    let body =
+        json!({"name": "office", "scopes": ["queues_read"], "condition": {"request_ip": {"in": ["198.51.100.0/24"]}}});
+    let text = app.post("tokens", body).await.expect_ok()["token"].as_str().unwrap().to_owned();
+    let from = |forwarded: &'static str| {
+        let (url, text) = (app.url("queues"), text.clone());
+        async move {
+            let resp = reqwest::Client::new().get(url).bearer_auth(text).header("x-forwarded-for", forwarded).send();
+            resp.await.unwrap().status().as_u16()
+        }
+    };
+    assert_eq!(from("198.51.100.8").await, 200);
+    // What the client claims stands left of what the proxy appended.
+    assert_eq!(from("198.51.100.8, 203.0.113.9").await, 403);
+    assert_eq!(from("203.0.113.9, 198.51.100.8").await, 200);
+}

@@ -421,7 +421,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       assert.ok(!json.result.some((tok) => tok.name === tokenName), 'the token is revoked on the server');
     });
 
-    await step('a token created with an expiry shows when it expires', async () => {
+    await step('a token created with an expiry shows when it expires; one allowed from an address shows it', async () => {
       const name = `${tokenName}-expiring`;
       await page.getByLabel('Token name').fill(name);
       await page.getByLabel('Expires', { exact: true }).selectOption({ label: 'In 30 days' });
@@ -440,6 +440,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await waitForText(expires, /in (29 d 23 h|30 d)/);
       assert.equal(await expires.locator('time').getAttribute('datetime'), made.expires_on);
       await waitForText(row.locator('td[data-label="Status"]'), 'Active');
+      await waitForText(row.locator('td[data-label="Allowed from"]'), 'Any address');
       // A token without an expiry says "Never": the session's own, when it has none.
       const own = (await api('GET', '/user/tokens/verify')).json.result;
       if (own.expires_on === null) {
@@ -449,6 +450,21 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await shot(page, 'tokens-expiry.png');
       await page.getByRole('button', { name: 'I have copied it' }).click();
       assert.equal((await api('DELETE', `/accounts/${ACCOUNT}/tokens/${made.id}`)).status, 200);
+
+      // A token allowed from one address: the list shows it as the server normalized it (a /32).
+      const pinned = `${tokenName}-pinned`;
+      await page.getByLabel('Token name').fill(pinned);
+      await page.getByLabel('Allowed from', { exact: true }).fill('127.0.0.1');
+      await page.getByRole('button', { name: 'Create token' }).click();
+      const pinnedBox = page.getByRole('region', { name: `Token “${pinned}” created` });
+      await waitForText(pinnedBox, /shown only once.*used only from 127\.0\.0\.1\/32/s);
+      const pinnedRow = page.locator('tr', { hasText: pinned });
+      await waitForText(pinnedRow.locator('td[data-label="Allowed from"]'), '127.0.0.1/32');
+      const listed = (await api('GET', `/accounts/${ACCOUNT}/tokens?per_page=1000`)).json.result.find((tok) => tok.name === pinned);
+      assert.deepEqual(listed && listed.condition, { request_ip: { in: ['127.0.0.1/32'], not_in: [] } });
+      assert.equal(await page.getByLabel('Allowed from', { exact: true }).inputValue(), '', 'the form is emptied');
+      await page.getByRole('button', { name: 'I have copied it' }).click();
+      assert.equal((await api('DELETE', `/accounts/${ACCOUNT}/tokens/${listed.id}`)).status, 200);
     });
 
     await step('delete the queues', async () => {

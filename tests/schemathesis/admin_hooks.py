@@ -12,10 +12,11 @@ import sys
 import schemathesis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from token_window import keep_token_window_valid  # noqa: E402
+from token_window import keep_token_condition_valid, keep_token_window_valid  # noqa: E402
 
 
 @schemathesis.hook
 def before_call(context, case, kwargs):
     if case.operation.method.lower() == "post" and case.operation.path.endswith("/tokens"):
         keep_token_window_valid(case.body)
+        keep_token_condition_valid(case.body)

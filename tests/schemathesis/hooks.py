@@ -23,7 +23,7 @@ import requests
 import schemathesis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from token_window import keep_token_window_valid  # noqa: E402
+from token_window import keep_token_condition_valid, keep_token_window_valid  # noqa: E402
 
 _TOKEN = os.environ.get("SKIPLOCK_TOKEN", "")
 # skl_<32 hex token id>_<secret>
@@ -72,6 +72,7 @@ def before_call(context, case, kwargs):
             case.body["dead_letter_queue"] = _other_name(dlq)
     if case.operation.method.lower() == "post" and path.endswith("/tokens"):
         keep_token_window_valid(case.body)
+        keep_token_condition_valid(case.body)
     wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
     if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
         case.body["wait_time_ms"] = min(wait, 200)

@@ -1,4 +1,5 @@
-"""Keeps a generated token's validity window valid (imported by hooks.py and admin_hooks.py).
+"""Keeps a generated token's validity window and address condition valid (imported by hooks.py and
+admin_hooks.py).
 
 A token's `expires_on` must lie in the future, and its `not_before` before its `expires_on`: rules
 between a value and the clock, or between two values, that the schema cannot state (it says only
@@ -6,8 +7,12 @@ between a value and the clock, or between two values, that the schema cannot sta
 often be refused with 400. A well-formed time that breaks a rule is moved by whole 400-year cycles (the
 calendar repeats every 400 years, so the date stays valid and keeps its month, day, time, fraction and
 offset): `expires_on` into the years 2100-2499, `not_before` into 1600-1999. A time that is not
-well-formed (the invalid cases) is left as generated.
+well-formed (the invalid cases) is left as generated. Likewise a generated string in
+`condition.request_ip.in`/`not_in` must be a network or an address, which the schema does not state: a
+string that is not becomes 198.51.100.0/24.
 """
+
+import ipaddress
 
 import re
 from datetime import datetime, timedelta, timezone
@@ -71,3 +76,33 @@ def keep_token_window_valid(body):
         too_late = expires is not None and utc is not None and utc >= expires[1] - _MARGIN
         if not _in_range(year, utc) or too_late:
             body["not_before"] = _moved(body["not_before"], year, 1600)
+
+
+def _network(text):
+    if not isinstance(text, str):
+        return text
+    # Python reads netmasks (/255.0.0.0) and IPv6 zones (%eth0) too; the server reads neither.
+    prefix = text.split("/", 1)[1] if "/" in text else "0"
+    if "%" in text or not (prefix.isascii() and prefix.isdigit()):
+        return "198.51.100.0/24"
+    try:
+        ipaddress.ip_network(text, strict=False)
+        return text
+    except ValueError:
+        pass
+    try:
+        ipaddress.ip_address(text)
+        return text
+    except ValueError:
+        return "198.51.100.0/24"
+
+
+def keep_token_condition_valid(body):
+    """Makes each generated entry of a token's `condition.request_ip` lists a network or an address."""
+    condition = body.get("condition") if isinstance(body, dict) else None
+    request_ip = condition.get("request_ip") if isinstance(condition, dict) else None
+    if not isinstance(request_ip, dict):
+        return
+    for side in ("in", "not_in"):
+        if isinstance(request_ip.get(side), list):
+            request_ip[side] = [_network(n) for n in request_ip[side]]

@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::web::{self, Bytes};
 use actix_web::HttpResponse;
 use serde::Deserialize;
@@ -92,8 +93,18 @@ async fn store_batch(
     let published = engine.publish(queue, prepared).await?;
     let metrics = published.backlog.as_ref().map_or(json!({}), |b| json!(BacklogMetrics::from(b)));
     // `duplicates` is skiplock's extension: shown only to publishers that use keys.
-    if keyed {
-        return Ok(ok(json!({ "metadata": { "metrics": metrics, "duplicates": published.duplicates } })));
+    let mut answer = if keyed {
+        ok(json!({ "metadata": { "metrics": metrics, "duplicates": published.duplicates } }))
+    } else {
+        ok(json!({ "metadata": { "metrics": metrics } }))
+    };
+    // A publish held back by its account's publish rate says so, and for how long.
+    if !published.held_back.is_zero() {
+        let held = HeaderValue::from(published.held_back.as_millis().max(1) as u64);
+        answer.headers_mut().insert(HeaderName::from_static(HELD_BACK_HEADER), held);
     }
-    Ok(ok(json!({ "metadata": { "metrics": metrics } })))
+    Ok(answer)
 }
+
+/// The header of a publish held back for its account's publish rate: how long, in milliseconds.
+pub const HELD_BACK_HEADER: &str = "x-skiplock-held-back-ms";

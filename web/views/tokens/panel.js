@@ -1,6 +1,7 @@
 // The tokens of one account, as the tenant's token page and the operator's account page both show
-// them: a form to create one (name, scopes, expiry; the secret is shown once, with a copy button) and
-// the list (status, scopes, expiry, created, id) with revoke. The page hands in how to reach the API.
+// them: a form to create one (name, scopes, expiry, the addresses it may be used from; the secret is
+// shown once, with a copy button) and the list (status, scopes, expiry, addresses, created, id) with
+// revoke. The page hands in how to reach the API.
 
 import { h, field, notice, badge, busy, date, duration, confirmDialog, secretBox } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
@@ -84,6 +85,27 @@ export function expiryCell(t, now = Date.now()) {
   return parts;
 }
 
+/**
+ * The addresses "Allowed from" takes: networks (198.51.100.0/24) or addresses, separated by commas or
+ * spaces. `{}` when there are none, else Cloudflare's {condition: {request_ip: {in}}}; the server checks each.
+ */
+export function addressCondition(text) {
+  const nets = text.split(/[\s,]+/).filter(Boolean);
+  return nets.length ? { condition: { request_ip: { in: nets } } } : {};
+}
+
+/** A token's address condition: the networks it may be used from ("Any address") and those it may not. */
+export function addressCell(t) {
+  const ip = (t.condition && t.condition.request_ip) || {};
+  const allowed = ip.in || [];
+  const refused = ip.not_in || [];
+  const parts = [allowed.length
+    ? h('span', { class: 'chips' }, allowed.map((n) => h('code', { class: 'chip' }, n)))
+    : h('span', { class: 'muted' }, 'Any address')];
+  if (refused.length) parts.push(h('span', { class: 'sub' }, `Not from: ${refused.join(', ')}`));
+  return parts;
+}
+
 /** A token's status: active or expired (as the server says), or not valid yet. */
 export function statusBadge(t, now = Date.now()) {
   if (t.status === 'expired') return badge('Expired', 'warning');
@@ -93,9 +115,10 @@ export function statusBadge(t, now = Date.now()) {
 
 /**
  * The create form and the list. `list()` resolves every token; `create(name, scopes, validity)` the
- * new token with its text; `revoke(token)` revokes it. `isMine(token)` marks the session's own token
- * and `onRevokedMine()` follows its revocation (instead of reloading the list). `texts`: {createTitle,
- * createButton, scopeNote}. Returns {els, load}.
+ * new token with its text (`validity`: {expires_on?, condition?}, as the API takes them);
+ * `revoke(token)` revokes it. `isMine(token)` marks the session's own token and `onRevokedMine()`
+ * follows its revocation (instead of reloading the list). `texts`: {createTitle, createButton,
+ * scopeNote}. Returns {els, load}.
  */
 export function createTokenPanel({ ctx, list, create, revoke, isMine = () => false, onRevokedMine = null, texts = {} }) {
   const {
@@ -115,6 +138,7 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
     boxes.map((b) => h('label', { class: 'check' }, b.input,
       h('span', null, h('strong', null, b.label), ' ', h('code', null, b.scope), h('span', { class: 'muted block' }, b.hint)))));
   const expiry = expiryChoice();
+  const allowedFrom = h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', placeholder: 'e.g. 198.51.100.0/24, 203.0.113.7' });
   const createBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, createButton);
   const createMsg = notice();
   const created = h('div');
@@ -124,6 +148,9 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
     scopeSet,
     h('p', { class: 'muted small' }, scopeNote),
     expiry.el,
+    h('div', { class: 'narrow' }, field('Allowed from', allowedFrom, {
+      hint: 'Optional: the networks or addresses it may be used from, separated by commas or spaces. Empty: any address.',
+    })),
     h('div', { class: 'form-actions' }, createBtn),
     createMsg.el);
 
@@ -144,9 +171,10 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
       boxes[0].input.focus();
       return;
     }
+    allowedFrom.removeAttribute('aria-invalid');
     let validity;
     try {
-      validity = expiry.validity();
+      validity = { ...expiry.validity(), ...addressCondition(allowedFrom.value) };
     } catch (err) {
       createMsg.show(err.message);
       return;
@@ -160,20 +188,29 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
         name.focus();
       });
       const expires = token.expires_on ? ` It expires ${date(token.expires_on)}.` : '';
+      const nets = ((token.condition && token.condition.request_ip) || {}).in || [];
+      const allowed = nets.length ? ` It may be used only from ${nets.join(', ')}.` : '';
       created.replaceChildren(h('div', { class: 'stack' },
         secretBox({
           title: `Token “${token.name}” created`,
           label: 'New API token',
           secret: token.token,
-          note: `Copy it now and keep it somewhere safe: it is shown only once and cannot be recovered.${expires}`,
+          note: `Copy it now and keep it somewhere safe: it is shown only once and cannot be recovered.${expires}${allowed}`,
         }),
         h('div', null, done)));
       name.value = '';
       expiry.reset();
+      allowedFrom.value = '';
       created.querySelector('.secret-input').focus();
       await load();
     } catch (err) {
-      if (!ctx.signal.aborted) createMsg.show(describe(err));
+      if (ctx.signal.aborted) return;
+      createMsg.show(describe(err));
+      // The server's 400 names condition.request_ip.in when an entry is not a network or an address.
+      if (err.kind === 'invalid' && /condition\.request_ip/.test(err.message)) {
+        allowedFrom.setAttribute('aria-invalid', 'true');
+        allowedFrom.focus();
+      }
     }
   });
 
@@ -186,6 +223,7 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
       h('th', { scope: 'col' }, 'Status'),
       h('th', { scope: 'col' }, 'Scopes'),
       h('th', { scope: 'col' }, 'Expires'),
+      h('th', { scope: 'col' }, 'Allowed from'),
       h('th', { scope: 'col' }, 'Created'),
       h('th', { scope: 'col' }, 'Token ID'),
       h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
@@ -223,6 +261,7 @@ export function createTokenPanel({ ctx, list, create, revoke, isMine = () => fal
       h('td', { 'data-label': 'Status' }, statusBadge(t, now)),
       h('td', { 'data-label': 'Scopes' }, h('span', { class: 'chips' }, (t.scopes || []).map((s) => h('code', { class: 'chip' }, s)))),
       h('td', { 'data-label': 'Expires' }, expiryCell(t, now)),
+      h('td', { 'data-label': 'Allowed from' }, addressCell(t)),
       h('td', { 'data-label': 'Created' }, date(t.created_on)),
       h('td', { 'data-label': 'Token ID' }, h('code', { class: 'muted' }, t.id)),
       h('td', { class: 'actions-col' }, revokeBtn));
