@@ -1,11 +1,13 @@
 //! The rotation of the message generations (`store::generations`): the space of messages that are gone
 //! is reclaimed by truncating a whole young generation once it holds nothing, which no snapshot held open
 //! elsewhere in the database can hold back, where vacuum can reclaim nothing while one lives
-//! (docs/design-notes.md, "Delivery beside a held snapshot"). Every node turns it; one at a time does.
+//! (docs/design-notes.md, "Delivery beside a held snapshot"); the queue count deltas take the same turns.
+//! Every node turns it; one at a time does.
 
 use std::time::Duration;
 
 use super::Engine;
+use crate::store::counts;
 use crate::store::generations::{self, Generation};
 
 /// How the generations turn.
@@ -56,6 +58,11 @@ impl Engine {
         let mut tx = self.pool.begin().await?;
         let Some(young) = generations::take(&mut tx).await? else { return Ok(Turn::Busy) };
         let state = |s: &str| young.iter().find(|g| g.state == s).cloned();
+        // The count deltas take turns with the generations: those of the generation not current are
+        // written to no more, and are folded and truncated once (`store::counts::fold_and_truncate`).
+        if let Some(current) = state("current") {
+            counts::fold_and_truncate(&mut tx, 1 - current.gen, LOCK_TIMEOUT_MS).await?;
+        }
         let turn = match (state("current"), state("draining"), state("empty")) {
             (_, Some(draining), _) => self.drain(&mut tx, &draining, rotation).await?,
             (Some(current), None, Some(empty)) if current.age_seconds >= rotation.every.as_secs_f64() => {

@@ -1,7 +1,7 @@
 //! Each queue's message count, bytes and oldest publish time, as the triggers of the `queue_counts`
 //! migration keep them: a row per queue in `queue_counts` plus the deltas written since the last fold.
 
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::ids::QueueId;
 use crate::store::queues::Backlog;
@@ -34,8 +34,50 @@ pub async fn backlogs(db: impl PgExecutor<'_>, queues: &[QueueId]) -> Result<Vec
 /// never wait on each other in a cycle. A folded delete leaves the queue's oldest time possibly too
 /// early, so it marks it not exact, for `refresh_oldest`.
 pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "with folded as (delete from queue_count_deltas returning queue_id, messages, bytes, oldest),
+    fold_from(pool, "queue_count_deltas").await
+}
+
+/// The halves of `queue_count_deltas`, by half (migration `…01_count_deltas_in_halves`).
+const HALVES: [&str; 2] = ["queue_count_deltas_0", "queue_count_deltas_1"];
+
+/// Folds the deltas of `half`, which writers no longer append to, and truncates it, so that its space
+/// comes back whatever snapshot is held open elsewhere; false when it holds nothing (it is empty on
+/// disk), or when it is in use beyond `lock_timeout_ms`, which leaves it for the next turn. Runs in a
+/// savepoint of the caller's transaction.
+pub async fn fold_and_truncate(conn: &mut PgConnection, half: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
+    let table = HALVES[half as usize];
+    let pages: i64 =
+        sqlx::query_scalar("select pg_relation_size($1::regclass)").bind(table).fetch_one(&mut *conn).await?;
+    if pages == 0 {
+        return Ok(false);
+    }
+    sqlx::query("savepoint folding").execute(&mut *conn).await?;
+    let attempt = async {
+        sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
+        sqlx::query(&format!("lock table {table} in access exclusive mode")).execute(&mut *conn).await?;
+        fold_from(&mut *conn, table).await?;
+        sqlx::query(&format!("truncate {table}")).execute(&mut *conn).await?;
+        Ok::<_, sqlx::Error>(())
+    };
+    match attempt.await {
+        Ok(()) => {
+            sqlx::query("release savepoint folding").execute(&mut *conn).await?;
+            sqlx::query("set local lock_timeout = 0").execute(&mut *conn).await?;
+            Ok(true)
+        }
+        // lock_not_available: a fold or a writer has the half; try again at the next turn.
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
+            sqlx::query("rollback to savepoint folding").execute(&mut *conn).await?;
+            Ok(false)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// The fold of the deltas in `table` (the whole table, or one half).
+async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "with folded as (delete from {table} returning queue_id, messages, bytes, oldest),
               sums as (
                   select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest,
                          not bool_or(messages < 0) as oldest_exact
@@ -46,9 +88,9 @@ pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
              messages = c.messages + excluded.messages,
              bytes = c.bytes + excluded.bytes,
              oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end,
-             oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact)",
-    )
-    .execute(pool)
+             oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact)"
+    ))
+    .execute(db)
     .await?;
     Ok(())
 }

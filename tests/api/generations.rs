@@ -1,6 +1,7 @@
 //! The message generations (`engine::rotation`): publishes store into the current generation; a turn
 //! makes an empty one current, moves the last long-lived messages of the draining one to the old
-//! generation with their bodies and leases intact, and truncates the draining one once empty.
+//! generation with their bodies and leases intact, and truncates the draining one once empty; the count
+//! deltas of the generation no longer current are folded and their half truncated.
 
 use std::time::Duration;
 
@@ -56,6 +57,10 @@ async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_
     }
     let empty: i64 = sqlx::query_scalar("select count(*) from messages_0").fetch_one(&pool).await.unwrap();
     assert_eq!(empty, 0);
+    // The count deltas written while generation 0 was current were folded, and their half truncated.
+    let half: i64 =
+        sqlx::query_scalar("select pg_relation_size('queue_count_deltas_0')").fetch_one(&pool).await.unwrap();
+    assert_eq!(half, 0, "the half of the deltas of a generation no longer current is truncated");
 
     // A moved message keeps its lease, its body and its place in the counts.
     assert_eq!(app.backlog(&q).await, 2);
