@@ -58,11 +58,9 @@ impl Engine {
         let mut tx = self.pool.begin().await?;
         let Some(young) = generations::take(&mut tx).await? else { return Ok(Turn::Busy) };
         let state = |s: &str| young.iter().find(|g| g.state == s).cloned();
-        // The count deltas take turns with the generations: those of the generation not current are
-        // written to no more, and are folded and truncated once (`store::counts::fold_and_truncate`).
-        if let Some(current) = state("current") {
-            counts::fold_and_truncate(&mut tx, 1 - current.gen, LOCK_TIMEOUT_MS).await?;
-        }
+        // The count deltas' half of the clock's other 10 s step is written to no more: folded and
+        // truncated once (`store::counts::fold_and_truncate`).
+        counts::fold_and_truncate(&mut tx, LOCK_TIMEOUT_MS).await?;
         let turn = match (state("current"), state("draining"), state("empty")) {
             (_, Some(draining), _) => self.drain(&mut tx, &draining, rotation).await?,
             (Some(current), None, Some(empty)) if current.age_seconds >= rotation.every.as_secs_f64() => {

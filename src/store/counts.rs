@@ -40,17 +40,22 @@ pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
 /// The halves of `queue_count_deltas`, by half (migration `…01_count_deltas_in_halves`).
 const HALVES: [&str; 2] = ["queue_count_deltas_0", "queue_count_deltas_1"];
 
-/// Folds the deltas of `half`, which writers no longer append to, and truncates it, so that its space
-/// comes back whatever snapshot is held open elsewhere; false when it holds nothing (it is empty on
-/// disk), or when it is in use beyond `lock_timeout_ms`, which leaves it for the next turn. Runs in a
-/// savepoint of the caller's transaction.
-pub async fn fold_and_truncate(conn: &mut PgConnection, half: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
-    let table = HALVES[half as usize];
-    let pages: i64 =
-        sqlx::query_scalar("select pg_relation_size($1::regclass)").bind(table).fetch_one(&mut *conn).await?;
+/// Folds the deltas of the half that writers no longer append to (the clock's other 10 s step) and
+/// truncates it, so that its space comes back whatever snapshot is held open elsewhere; the half it
+/// truncated, or None when that half is empty on disk, or in use beyond `lock_timeout_ms`, which leaves it
+/// for the next turn. A writer still on that half waits for the lock, or outlasts it. Runs in a savepoint
+/// of the caller's transaction.
+pub async fn fold_and_truncate(conn: &mut PgConnection, lock_timeout_ms: u32) -> Result<Option<i16>, sqlx::Error> {
+    let (half, pages): (i16, i64) = sqlx::query_as(
+        "select (1 - count_delta_half())::int2, pg_relation_size(case when count_delta_half() = 0
+             then 'queue_count_deltas_1' else 'queue_count_deltas_0' end::regclass)",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
     if pages == 0 {
-        return Ok(false);
+        return Ok(None);
     }
+    let table = HALVES[half as usize];
     sqlx::query("savepoint folding").execute(&mut *conn).await?;
     let attempt = async {
         sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
@@ -63,12 +68,12 @@ pub async fn fold_and_truncate(conn: &mut PgConnection, half: i16, lock_timeout_
         Ok(()) => {
             sqlx::query("release savepoint folding").execute(&mut *conn).await?;
             sqlx::query("set local lock_timeout = 0").execute(&mut *conn).await?;
-            Ok(true)
+            Ok(Some(half))
         }
         // lock_not_available: a fold or a writer has the half; try again at the next turn.
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
             sqlx::query("rollback to savepoint folding").execute(&mut *conn).await?;
-            Ok(false)
+            Ok(None)
         }
         Err(err) => Err(err),
     }
