@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-flood run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-flood bench-cluster-rate bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -93,6 +93,20 @@ bench-flood:
 	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench flood
+
+# W11 cluster-wide rate: an account on a plan of 2,000 published messages/s, through one node and then two
+# (docs/benchmarks.md, "Rates across nodes"): about a minute.
+bench-cluster-rate:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench cluster-rate
+
+# W12 delete under fire: an account of 100,000 messages over 100 queues deleted while a neighbour publishes
+# 1,000 msg/s through another node, the node working on it SIGKILLed part-way (docs/benchmarks.md): a few minutes.
+bench-delete:
+	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench delete-under-fire
 
 # W10 held horizon: W4 at 1,000 messages/s beside a W1 + W2 cycle of 100,000 messages each minute, for 3
 # minutes before, 10 with a snapshot held by another connection and 3 after, on a fresh database: about

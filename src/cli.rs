@@ -150,7 +150,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Account { command: AccountCommand::Create { name } } => {
             MIGRATOR.run(&pool).await?;
-            let account = store::accounts::create(&pool, &name).await?;
+            let account = store::accounts::create(&pool, &name, crate::queue::plan::DEFAULT_PLAN).await?;
             let (_, token) = crate::auth::issue(&pool, account, "operator", &Scope::ALL).await?;
             println!("{}", json!({ "account_id": account, "token": token }));
         }

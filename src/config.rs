@@ -45,7 +45,8 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_QUEUE_GAUGES_EVERY_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     queue_gauges_every_ms: u64,
-    /// Requests per second per account on each node (0: none).
+    /// Requests per second per account, across the nodes (0: none); this and the limits below are those
+    /// of the accounts whose plan leaves them out (docs/operations.md, "Plans and limits").
     #[arg(long, env = "SKIPLOCK_RATE_LIMIT", default_value_t = Limits::default().rate_per_second,
           value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     rate_limit: u32,
@@ -53,8 +54,8 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_RATE_BURST", default_value_t = Limits::default().rate_burst,
           value_parser = clap::value_parser!(u32).range(0..=10_000_000))]
     rate_burst: u32,
-    /// Messages published per second per account on each node (0: none, the default); a faster publish
-    /// waits up to a second for its share (its answer says how long), and beyond that gets a 429.
+    /// Messages published per second per account, across the nodes (0: none, the default); a faster
+    /// publish waits up to a second for its share (its answer says how long), and beyond that gets a 429.
     #[arg(long, env = "SKIPLOCK_PUBLISH_RATE_LIMIT", default_value_t = Limits::default().publish_rate_per_second,
           value_parser = clap::value_parser!(u32).range(0..=100_000_000))]
     publish_rate_limit: u32,

@@ -6,6 +6,8 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 use serde_json::json;
 
+use crate::queue::account::AccountStatus;
+
 /// Every kind of failure the API answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -38,6 +40,9 @@ pub enum Kind {
     DeliveryPaused,
     /// A second redrive task for a queue that has one running, or a redrive of a queue into itself.
     RedriveConflict,
+    /// An operator's change the current state refuses: a plan name taken, a plan accounts are on, a deleted
+    /// account suspended, resumed or given a token.
+    Conflict,
     RateLimited,
     QueueFull,
     /// The account is suspended by the operator.
@@ -88,6 +93,7 @@ impl Kind {
             Kind::NoPullConsumer => (S::CONFLICT, 11011, false),
             Kind::DeliveryPaused => (S::CONFLICT, 11010, true),
             Kind::RedriveConflict => (S::CONFLICT, 11015, false),
+            Kind::Conflict => (S::CONFLICT, 10000, false),
             Kind::RateLimited => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::AccountSuspended => (S::FORBIDDEN, 11016, false),
@@ -133,6 +139,19 @@ impl ApiError {
             "account_suspended: this account is suspended; its requests are refused and its deliveries stopped \
              until the operator resumes it",
         )
+    }
+
+    /// Every request of an account being deleted gets this: its tokens are gone.
+    pub fn account_deleted() -> Self {
+        Self::new(Kind::Unauthorized, "account_deleted: this account is deleted; its tokens no longer work")
+    }
+
+    /// Why a refused account's requests are refused.
+    pub fn account_refused(status: AccountStatus) -> Self {
+        match status {
+            AccountStatus::Deleting | AccountStatus::Deleted => Self::account_deleted(),
+            AccountStatus::Active | AccountStatus::Suspended => Self::account_suspended(),
+        }
     }
 
     pub fn not_found(what: &str) -> Self {

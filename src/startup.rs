@@ -64,7 +64,7 @@ impl Node {
             queues_per_account = limits.max_queues_per_account,
             backlog_bytes_per_queue = limits.max_backlog_bytes_per_queue,
             waiting_pulls = limits.max_waiting_pulls,
-            "limits per account (0: none; rates are per node)"
+            "limits per account where its plan sets none (0: none; rates across the nodes)"
         );
         let mut tasks = tokio::task::JoinSet::new();
         let metrics_server = api::observe::serve(engine.metrics.clone(), pool.clone(), settings.metrics_bind)?;

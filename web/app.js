@@ -2,7 +2,8 @@
 // The API token is kept in sessionStorage only (this tab, until it closes or the user signs out);
 // it never goes into a URL, a cookie or the console.
 // A session is an account's (an `skl_` token: queues and tokens, on the public address) or the
-// operator's (an `sko_` token: the accounts, on the operator address); each mode has its own pages.
+// operator's (an `sko_` token: the accounts and their plans, on the operator address); each mode has
+// its own pages.
 
 import { createClient, createOperatorClient, describe, isSuspended, ApiError, SUSPENDED_TEXT } from './lib/api.js';
 import { h, toast } from './lib/dom.js';
@@ -10,7 +11,9 @@ import { renderSignIn } from './views/signin.js';
 import { renderQueues } from './views/queues.js';
 import { renderQueue, forgetHistory } from './views/queue.js';
 import { renderTokens } from './views/tokens.js';
-import { renderAccounts, renderAccount } from './views/operator.js';
+import { renderAccounts, renderAccount, ACCOUNT_STATUSES } from './views/operator.js';
+import { renderPlans, renderPlan } from './views/operator/plans.js';
+import { PLAN_NAME_RE } from './views/operator/plan-select.js';
 import { renderNotFound } from './views/notfound.js';
 
 const SESSION_KEY = 'skiplock.session';
@@ -207,14 +210,16 @@ function setShell(mode) {
   accountLabel.title = `Account ID ${session.accountId}`;
 }
 
-/** The accounts list's address: #/operator/accounts?name=..&status=..&page=.. (each optional). */
+/** The accounts list's address: #/operator/accounts?name=..&status=..&plan=..&page=.. (each optional). */
 function accountsQuery(text) {
   const params = new URLSearchParams(text || '');
   const page = Number(params.get('page'));
   const status = params.get('status');
+  const plan = params.get('plan') || '';
   return {
     name: params.get('name') || '',
-    status: status === 'active' || status === 'suspended' ? status : '',
+    status: ACCOUNT_STATUSES.includes(status) ? status : '',
+    plan: PLAN_NAME_RE.test(plan) ? plan : '',
     page: Number.isInteger(page) && page >= 1 && page < 1e9 ? page : 1,
   };
 }
@@ -254,6 +259,12 @@ function route() {
     } else if ((m = /^#\/operator\/accounts\/([0-9a-f]{32})$/.exec(hash))) {
       setNav('accounts');
       cleanup = renderAccount(main, ctx, m[1]);
+    } else if (hash === '#/operator/plans') {
+      setNav('plans');
+      cleanup = renderPlans(main, ctx);
+    } else if ((m = /^#\/operator\/plans\/([a-z0-9][a-z0-9_-]{0,62})$/.exec(hash))) {
+      setNav('plans');
+      cleanup = renderPlan(main, ctx, m[1]);
     } else {
       setNav(null);
       cleanup = renderNotFound(main, ctx);

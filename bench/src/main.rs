@@ -10,6 +10,10 @@
 //!       W6 spread: W1 and W2 over many queues in many accounts, beside one queue.
 //!   skiplock-bench flood [--seconds 15 --flooders 8]
 //!       a good tenant's publish p99 beside wrong secrets of a real token id, then random token ids.
+//!   skiplock-bench cluster-rate [--rate 2000 --seconds 15]
+//!       W11 cluster-wide rate: an account on a plan of N msg/s publishing through one node, then two.
+//!   skiplock-bench delete-under-fire [--queues 100 --per-queue 1000 --rate 1000]
+//!       W12: an account deleted while a neighbour publishes through another node; the working node killed.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
@@ -28,7 +32,9 @@
 
 mod api_load;
 mod chaos;
+mod cluster_rate;
 mod cpu;
+mod delete_under_fire;
 mod fairness;
 mod first_delivery;
 mod flood;
@@ -88,6 +94,10 @@ enum Command {
     Flood(flood::FloodArgs),
     /// W10 held horizon: W4 and minutely W1 + W2 cycles before, during and after a held snapshot.
     Horizon(horizon::HorizonArgs),
+    /// W11 cluster-wide rate: an account's plan rate through one node, then two.
+    ClusterRate(cluster_rate::ClusterRateArgs),
+    /// W12 delete under fire: an account deleted beside a publishing neighbour, the working node killed.
+    DeleteUnderFire(delete_under_fire::DeleteUnderFireArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -110,6 +120,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Spread(args) => spread::run(args).await,
         Command::Flood(args) => flood::run(args).await,
         Command::Horizon(args) => horizon::run(args).await,
+        Command::ClusterRate(args) => cluster_rate::run(args).await,
+        Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Suite(args) => suite::run(args).await,

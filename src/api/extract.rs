@@ -12,6 +12,7 @@ use actix_web::{http::header, web, FromRequest, HttpRequest};
 
 use crate::api::client::TrustedProxies;
 use crate::auth::{Principal, Scope, Token, TokenKind};
+use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, TokenId};
@@ -91,13 +92,14 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 ));
             }
             tracing::Span::current().record("account_id", tracing::field::display(principal.account_id));
-            if state.standing.is_suspended(principal.account_id) {
-                return Err(ApiError::account_suspended());
+            if let Some(status) = state.standing.refusal(principal.account_id) {
+                return Err(ApiError::account_refused(status));
             }
-            if let Err(wait) = state.request_rate.take(principal.account_id) {
+            let limits = state.limits_of(principal.account_id);
+            if let Err(wait) = state.request_rate.take(principal.account_id, Rate::requests(&limits)) {
                 let message = format!(
                     "this account is over its rate of {} requests per second; retry after the Retry-After seconds",
-                    state.limits.rate_per_second
+                    limits.rate_per_second
                 );
                 return Err(ApiError::new(Kind::RateLimited, message).after(wait.as_secs_f64().ceil() as u64));
             }

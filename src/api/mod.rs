@@ -72,7 +72,11 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
             web::scope("/admin/v1")
                 .service(resource!("/accounts"; get => admin::accounts::list, post => admin::accounts::create))
                 .service(resource!("/accounts/{account_id}";
-                    get => admin::accounts::get, patch => admin::accounts::update))
+                    get => admin::accounts::get, patch => admin::accounts::update, delete => admin::accounts::delete))
+                .service(resource!("/accounts/{account_id}/deletion"; get => admin::accounts::deletion))
+                .service(resource!("/plans"; get => admin::plans::list, post => admin::plans::create))
+                .service(resource!("/plans/{plan_name}";
+                    get => admin::plans::get, patch => admin::plans::update, delete => admin::plans::delete))
                 .service(resource!("/accounts/{account_id}/suspend"; post => admin::accounts::suspend))
                 .service(resource!("/accounts/{account_id}/resume"; post => admin::accounts::resume))
                 .service(resource!("/accounts/{account_id}/tokens";
@@ -84,6 +88,7 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
 
 fn account_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(resource!(""; get => accounts::get))
+        .service(resource!("/limits"; get => accounts::limits))
         .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
         .service(resource!("/tokens/{token_id}"; delete => tokens::revoke))
         .service(resource!("/stats/queues"; get => stats::all_queues))

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::maintenance::{self, MessageTable, TableVacuum};
 use super::periodic::{spawn_periodic, Pace};
 use super::rotation::Rotation;
-use super::{backlog, gauges, standing, Engine};
+use super::{backlog, deletion, gauges, shares, standing, Engine};
 use crate::store;
 
 /// The cadences an operator may set.
@@ -96,6 +96,21 @@ impl Engine {
             Pace::Every(standing::STANDING_EVERY),
             stop,
             |e| async move { e.refresh_standing().await },
+        );
+        let stopping = stop.clone();
+        self.periodic(tasks, "deleting accounts", Pace::Every(deletion::DELETION_EVERY), stop, move |e| {
+            let stopping = stopping.clone();
+            async move { e.delete_accounts(&stopping).await }
+        });
+        self.periodic(tasks, "reading the plans", Pace::Every(standing::STANDING_EVERY), stop, |e| async move {
+            e.refresh_plans().await
+        });
+        self.periodic(
+            tasks,
+            "sharing rates between nodes",
+            Pace::Every(shares::EXCHANGE_EVERY),
+            stop,
+            |e| async move { e.exchange_rate_shares().await },
         );
         self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
             store::counts::fold(&e.pool).await

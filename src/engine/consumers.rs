@@ -76,7 +76,7 @@ impl Engine {
         let dead_letter = match known.into_iter().next() {
             Some(existing) => existing,
             None => {
-                let max = self.limits.max_queues_per_account;
+                let max = self.limits_of(queue.account()).max_queues_per_account;
                 if store::queues::count(&self.pool, queue.account()).await? >= max {
                     return Err(ApiError::new(
                         Kind::QueueQuota,

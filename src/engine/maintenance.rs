@@ -135,7 +135,8 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sq
     }
     let pruned = store::activity::prune(pool).await;
     let forgotten = forget_expired_keys(pool).await;
-    swept.and(pruned).and(forgotten).map(|_| ())
+    let shares = store::shares::forget_older_than(pool, super::shares::KEPT_SECONDS).await;
+    swept.and(pruned).and(forgotten).and(shares).map(|_| ())
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.

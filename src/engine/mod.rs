@@ -2,11 +2,13 @@
 //! message's lifecycle: publishing with group commit, leasing and settling, long polling and wake-ups,
 //! limits, backlog figures, activity, redrive and the background upkeep.
 
+pub mod accounts;
 pub mod ack;
 pub mod activity;
 pub mod background;
 pub mod backlog;
 pub mod consumers;
+pub mod deletion;
 pub mod delivery;
 pub mod floors;
 pub mod gauges;
@@ -14,12 +16,14 @@ pub mod horizon;
 pub mod limits;
 pub mod maintenance;
 pub mod periodic;
+pub mod plans;
 pub mod publish;
 pub mod publisher;
 pub mod pull;
 pub mod queues;
 pub mod redrive;
 pub mod rotation;
+pub mod shares;
 pub mod slots;
 pub mod standing;
 pub mod sweep;
@@ -38,7 +42,9 @@ use activity::Activity;
 use backlog::BacklogCache;
 use delivery::Delivery;
 use limits::{Limits, RateLimiter};
+use plans::PlanBook;
 use publisher::Publisher;
+use shares::RateShares;
 use wakeups::Wakeups;
 
 /// One node's engine: what the API's handlers and the dispatcher's workers share. Built once by the
@@ -58,12 +64,16 @@ pub struct Engine {
     pub operators: Verifier<OperatorTokens>,
     /// Which accounts are suspended.
     pub standing: standing::Standing,
-    pub limits: Limits,
-    /// Each account's requests on this node.
+    /// The limits in force for each account: its plan's and its own over the node's.
+    pub plans: PlanBook,
+    /// Each account's requests on this node, at its share of the account's rate.
     pub request_rate: RateLimiter,
-    /// Each account's published messages on this node (`Limits::publish_rate_per_second`).
+    /// Each account's published messages on this node (`Limits::publish_rate_per_second`), at its share.
     pub publish_rate: RateLimiter,
+    shares: RateShares,
     pub publisher: Publisher,
+    /// This node, as the others see it in what it holds and reports (deletions, rate figures).
+    pub node: uuid::Uuid,
     /// Which account owns each queue this node has been asked about.
     owners: Owners,
     horizon: horizon::HorizonWatch,
@@ -79,14 +89,16 @@ impl Engine {
         let floors = Arc::new(floors::Floors::default());
         let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone(), floors));
         let wakeups = Arc::new(Wakeups::new(metrics.clone()));
-        wakeups.set_max_per_account(limits.max_waiting_pulls);
         let publisher = Publisher::start(pool.clone(), wakeups.clone(), delivery.clone());
         let engine = Arc::new(Engine {
             verifier: Verifier::new(pool.clone()),
             operators: Verifier::new(pool.clone()),
             standing: standing::Standing::default(),
-            request_rate: RateLimiter::requests(&limits),
-            publish_rate: RateLimiter::messages(&limits),
+            plans: PlanBook::new(limits),
+            request_rate: RateLimiter::default(),
+            publish_rate: RateLimiter::for_messages(),
+            shares: RateShares::default(),
+            node: uuid::Uuid::new_v4(),
             pool,
             metrics,
             signer,
@@ -94,13 +106,13 @@ impl Engine {
             backlog,
             delivery,
             wakeups,
-            limits,
             publisher,
             owners: Owners::default(),
             horizon: horizon::HorizonWatch::default(),
         });
-        // A node serves no suspended account from its first request.
+        // A node serves no suspended account, and holds each to its limits, from its first request.
         engine.refresh_standing().await?;
+        engine.refresh_plans().await?;
         Ok(engine)
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::limits::{Limits, Rate};
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::queue::message::NewMessage;
@@ -26,9 +27,10 @@ impl Engine {
     /// Stores the messages durably (the answer comes after the commit) or refuses them all.
     pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> ApiResult<PublishOutcome> {
         let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
-        let held_back = self.hold_to_publish_rate(queue, count).await?;
+        let limits = self.limits_of(queue.account());
+        let held_back = self.hold_to_publish_rate(queue, &limits, count).await?;
         // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
-        let max = self.limits.max_backlog_bytes_per_queue;
+        let max = limits.max_backlog_bytes_per_queue;
         let backlog = self.backlog.get(&self.pool, queue.id()).await?;
         if backlog.bytes + bytes as i64 > max {
             let message = format!(
@@ -54,12 +56,12 @@ impl Engine {
         Ok(PublishOutcome { duplicates, backlog, held_back })
     }
 
-    /// Holds a publish back until its account's publish rate on this node allows its `count` messages,
+    /// Holds a publish back until this node's share of its account's publish rate allows its `count` messages,
     /// answering how long it waited, or refuses it (429, nothing stored) when that would take longer than
     /// `MAX_RATE_WAIT`.
-    async fn hold_to_publish_rate(&self, queue: OwnedQueue, count: usize) -> ApiResult<Duration> {
+    async fn hold_to_publish_rate(&self, queue: OwnedQueue, limits: &Limits, count: usize) -> ApiResult<Duration> {
         let held_back = &self.metrics.publishes_held_back;
-        match self.publish_rate.take_many(queue.account(), count as u32, MAX_RATE_WAIT) {
+        match self.publish_rate.take_many(queue.account(), Rate::messages(limits), count as u32, MAX_RATE_WAIT) {
             Ok(wait) if wait.is_zero() => Ok(wait),
             Ok(wait) => {
                 held_back.with_label_values(&["delayed"]).inc();
@@ -69,9 +71,9 @@ impl Engine {
             Err(refill) => {
                 held_back.with_label_values(&["refused"]).inc();
                 let message = format!(
-                    "this account is over its publish rate of {} messages per second on this node; \
+                    "this account is over its publish rate of {} messages per second; \
                      retry after the Retry-After seconds",
-                    self.limits.publish_rate_per_second
+                    limits.publish_rate_per_second
                 );
                 Err(ApiError::new(Kind::RateLimited, message).after(refill.as_secs_f64().ceil() as u64))
             }

@@ -41,8 +41,8 @@ impl Engine {
         let pull = Pull { queue, batch_size: request.batch_size, visibility: request.visibility_ms, carries_answers };
         // A place among the account's waiting pulls is taken first, so that a pull over the cap applies nothing.
         let waiter = if request.wait_ms > 0 {
-            let waiter = self.wakeups.wait_on(queue.account(), queue.id()).ok_or_else(|| {
-                let max = self.wakeups.max_per_account();
+            let max = self.limits_of(queue.account()).max_waiting_pulls;
+            let waiter = self.wakeups.wait_on(queue.account(), queue.id(), max).ok_or_else(|| {
                 let message = format!(
                     "too many long-polling pulls are waiting for this account on this node (at most {max}); \
                      wait for one to end, or pull with wait_time_ms 0"
@@ -143,12 +143,12 @@ impl Engine {
                 _ => (deadline, Cause::Deadline),
             };
             let cause = loop {
-                // An account suspended meanwhile ends its waits (the set of suspended accounts changed).
+                // An account suspended or deleted meanwhile ends its waits (the set of refused accounts changed).
                 let standing = self.standing.changed();
                 tokio::pin!(standing);
                 standing.as_mut().enable();
-                if self.standing.is_suspended(pull.queue.account()) {
-                    return Err(ApiError::account_suspended());
+                if let Some(status) = self.standing.refusal(pull.queue.account()) {
+                    return Err(ApiError::account_refused(status));
                 }
                 break tokio::select! {
                     _ = waiter.stopping().cancelled() => Cause::Shutdown,

@@ -21,7 +21,7 @@ impl Engine {
         settings: QueueSettings,
         jurisdiction: Option<Jurisdiction>,
     ) -> ApiResult<QueueRow> {
-        let max = self.limits.max_queues_per_account;
+        let max = self.limits_of(account).max_queues_per_account;
         if store::queues::count(&self.pool, account).await? >= max {
             return Err(ApiError::new(
                 Kind::QueueQuota,

@@ -1,9 +1,10 @@
-//! Which accounts are suspended, as this node knows it: read from the database every second by each
-//! node (and at once by the node that made the change), so a suspension reaches every node within about
-//! a second. Requests of a suspended account are refused, its long polls end and the dispatcher stops
-//! its webhook consumers (the consumers' list is read again whenever the set changes).
+//! Which accounts are refused, suspended or being deleted, as this node knows it: read from the database
+//! every second by each node (and at once by the node that made the change), so a suspension or a
+//! deletion reaches every node within about a second. Requests of such an account are refused, its long
+//! polls end and the dispatcher stops its webhook consumers (the consumers' list is read again whenever
+//! the set changes).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::RwLock;
 use std::time::Duration;
 
@@ -12,48 +13,53 @@ use tokio::sync::Notify;
 
 use super::Engine;
 use crate::ids::AccountId;
+use crate::queue::account::AccountStatus;
 use crate::store;
 
-/// How often each node reads the suspended accounts.
+/// How often each node reads the refused accounts.
 pub const STANDING_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub struct Standing {
-    suspended: RwLock<HashSet<AccountId>>,
+    refused: RwLock<HashMap<AccountId, AccountStatus>>,
     changed: Notify,
 }
 
 impl Standing {
-    pub fn is_suspended(&self, account: AccountId) -> bool {
-        // Most deployments suspend nobody: an empty set is one read of its length.
-        let suspended = self.suspended.read().expect("standing lock");
-        !suspended.is_empty() && suspended.contains(&account)
+    /// Why the account's requests are refused (suspended or being deleted), or None when they are not.
+    pub fn refusal(&self, account: AccountId) -> Option<AccountStatus> {
+        // Most deployments refuse nobody: an empty map is one read of its length.
+        let refused = self.refused.read().expect("standing lock");
+        if refused.is_empty() {
+            return None;
+        }
+        refused.get(&account).copied()
     }
 
-    /// Fires when the set of suspended accounts changes. Enable it before checking `is_suspended`.
+    /// Fires when the set of refused accounts changes. Enable it before checking `refusal`.
     pub fn changed(&self) -> Notified<'_> {
         self.changed.notified()
     }
 
-    /// Takes `now` as the suspended accounts; true when that changed anything.
-    fn replace(&self, now: HashSet<AccountId>) -> bool {
-        let mut suspended = self.suspended.write().expect("standing lock");
-        if *suspended == now {
+    /// Takes `now` as the refused accounts; true when that changed anything.
+    fn replace(&self, now: HashMap<AccountId, AccountStatus>) -> bool {
+        let mut refused = self.refused.write().expect("standing lock");
+        if *refused == now {
             return false;
         }
-        *suspended = now;
-        drop(suspended);
+        *refused = now;
+        drop(refused);
         self.changed.notify_waiters();
         true
     }
 }
 
 impl Engine {
-    /// Reads the suspended accounts; when the set changed, wakes the long polls to check theirs and has
+    /// Reads the refused accounts; when the set changed, wakes the long polls to check theirs and has
     /// the dispatcher read its consumers again.
     pub async fn refresh_standing(&self) -> Result<(), sqlx::Error> {
-        let suspended = store::accounts::suspended(&self.pool).await?;
-        if self.standing.replace(suspended.into_iter().collect()) {
+        let refused = store::accounts::refused(&self.pool).await?;
+        if self.standing.replace(refused.into_iter().collect()) {
             self.wakeups.consumers_changed().notify_one();
         }
         Ok(())

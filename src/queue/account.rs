@@ -5,12 +5,16 @@ use serde::Serialize;
 use super::{invalid, Invalid};
 
 /// Whether an account is served. A suspended account's requests are refused and its deliveries stop;
-/// nothing of it is deleted, and resuming serves it again as it was.
+/// nothing of it is deleted, and resuming serves it again as it was. A deleted one is refused from the
+/// moment the operator deletes it, while its data is removed (`Deleting`), and for good after
+/// (`Deleted`, the row kept as the record that it was).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AccountStatus {
     Active,
     Suspended,
+    Deleting,
+    Deleted,
 }
 
 impl AccountStatus {
@@ -18,7 +22,9 @@ impl AccountStatus {
         match raw {
             "active" => Ok(Self::Active),
             "suspended" => Ok(Self::Suspended),
-            other => Err(invalid(format!("status must be active or suspended, got {other:?}"))),
+            "deleting" => Ok(Self::Deleting),
+            "deleted" => Ok(Self::Deleted),
+            other => Err(invalid(format!("status must be active, suspended, deleting or deleted, got {other:?}"))),
         }
     }
 
@@ -26,6 +32,8 @@ impl AccountStatus {
         match self {
             Self::Active => "active",
             Self::Suspended => "suspended",
+            Self::Deleting => "deleting",
+            Self::Deleted => "deleted",
         }
     }
 }
@@ -52,10 +60,11 @@ mod tests {
 
     #[test]
     fn statuses_parse_back_and_names_are_checked() {
-        for status in [AccountStatus::Active, AccountStatus::Suspended] {
+        for status in [AccountStatus::Active, AccountStatus::Suspended, AccountStatus::Deleting, AccountStatus::Deleted]
+        {
             assert_eq!(AccountStatus::parse(status.as_str()), Ok(status));
         }
-        assert!(AccountStatus::parse("deleted").unwrap_err().message.contains("active or suspended"));
+        assert!(AccountStatus::parse("gone").unwrap_err().message.contains("active, suspended, deleting or deleted"));
         assert!(account_name(" ").is_err() && account_name(&"x".repeat(121)).is_err());
         assert!(account_name("a\u{7}").is_err());
         assert_eq!(account_name("Acme"), Ok("Acme"));

@@ -4,6 +4,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use crate::ids::QueueId;
+use crate::store::owned::OwnedQueue;
 
 /// Adds counts to each queue's current bucket of `bucket_seconds`; queues deleted meanwhile are skipped.
 pub async fn add(
@@ -38,6 +39,19 @@ pub async fn prune(pool: &PgPool) -> Result<u64, sqlx::Error> {
         "delete from queue_activity a
          where a.bucket < now() - interval '1 hour'
             or not exists (select 1 from queues q where q.id = a.queue_id)"
+    )
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// Forgets a queue's activity (its account is being deleted).
+pub async fn forget(pool: &PgPool, queue: OwnedQueue) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query!(
+        "delete from queue_activity a using queues q
+         where a.queue_id = $2 and q.id = a.queue_id and q.account_id = $1",
+        queue.account().0,
+        queue.id().0
     )
     .execute(pool)
     .await?;

@@ -671,6 +671,25 @@ pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Resul
     Ok(done.rows_affected())
 }
 
+/// Deletes up to `limit` of the queue's messages, whatever their state (an account's deletion, in
+/// batches short enough that no lock is held for long). Returns how many went.
+pub async fn delete_some(pool: &PgPool, queue: OwnedQueue, limit: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "with doomed as (
+             select m.id from messages m join queues q on q.id = m.queue_id and q.account_id = $1
+             where m.queue_id = $2 limit $3 for update of m skip locked),
+         gone as (delete from messages m where m.id = any(array(select id from doomed)) returning m.id, m.gen)
+         delete from message_bodies b
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
+    )
+    .bind(queue.account())
+    .bind(queue.id())
+    .bind(limit)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Deletes up to `limit` of the queue's messages that are older than its retention period (delivered or
 /// not), or all of them if the queue no longer exists. Returns how many went. The retention sweep's, across
 /// accounts: it answers no tenant.

@@ -167,7 +167,7 @@ async fn a_token_cannot_grant_scopes_it_does_not_hold(pool: PgPool) {
 
 #[sqlx::test]
 async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPool) {
-    let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
+    let account = skiplock::store::accounts::create(&pool, "acme", "default").await.unwrap();
     let (id, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
     let verifier = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);
@@ -199,7 +199,7 @@ async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPo
 #[sqlx::test]
 async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool: PgPool) {
     use skiplock::auth::failures::MOST_FAILURES;
-    let account = skiplock::store::accounts::create(&pool, "acme").await.unwrap();
+    let account = skiplock::store::accounts::create(&pool, "acme", "default").await.unwrap();
     let (_, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
     let verifier = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);

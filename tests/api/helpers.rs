@@ -166,7 +166,7 @@ async fn start_node_with(
 
 /// A fresh account and a token with `scopes`.
 pub async fn new_account(pool: &PgPool, name: &str, scopes: &[Scope]) -> (AccountId, String) {
-    let account = skiplock::store::accounts::create(pool, name).await.unwrap();
+    let account = skiplock::store::accounts::create(pool, name, "default").await.unwrap();
     let (_, token) = skiplock::auth::issue(pool, account, "test", scopes).await.unwrap();
     (account, token)
 }

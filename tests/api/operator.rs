@@ -13,22 +13,22 @@ use crate::helpers::{operator_token, spawn_app, spawn_app_dispatching, wait_unti
 use crate::receiver::{Answer, Receiver};
 
 /// The operator's view of the app: requests to the admin address with an operator token.
-struct Operator<'a> {
+pub struct Operator<'a> {
     app: &'a TestApp,
     token: String,
 }
 
 impl<'a> Operator<'a> {
-    async fn new(app: &'a TestApp, scopes: &[OperatorScope]) -> Operator<'a> {
+    pub async fn new(app: &'a TestApp, scopes: &[OperatorScope]) -> Operator<'a> {
         Operator { app, token: operator_token(&app.pool, scopes).await }
     }
 
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Resp {
+    pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Resp {
         let url = format!("{}/admin/v1/{path}", self.app.admin_address);
         self.app.raw(method, &url, Some(&self.token), body.map(|b| b.to_string().into_bytes())).await
     }
 
-    async fn create_account(&self, name: &str) -> (String, String) {
+    pub async fn create_account(&self, name: &str) -> (String, String) {
         let created = self.call(Method::POST, "accounts", Some(json!({"name": name}))).await;
         let result = created.expect_ok();
         (result["account"]["id"].as_str().unwrap().to_owned(), result["token"]["token"].as_str().unwrap().to_owned())
@@ -111,7 +111,7 @@ async fn an_operator_creates_finds_renames_and_reads_accounts(pool: PgPool) {
         (Method::POST, "accounts".to_owned(), json!({"name": " "}), "name is required"),
         (Method::POST, "accounts".to_owned(), json!({"name": "x", "plan": "gold"}), "plan"),
         (Method::GET, "accounts?colour=red".to_owned(), json!({}), "colour"),
-        (Method::GET, "accounts?status=gone".to_owned(), json!({}), "active or suspended"),
+        (Method::GET, "accounts?status=gone".to_owned(), json!({}), "active, suspended, deleting or deleted"),
         (Method::GET, "accounts/not-an-id".to_owned(), json!({}), "account id"),
         (Method::POST, format!("accounts/{acme}/suspend"), json!({"reason": "x".repeat(501)}), "500"),
     ] {

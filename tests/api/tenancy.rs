@@ -27,6 +27,7 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, "queues".to_owned()),
         (Method::POST, format!("queues/{theirs}/messages/pull")),
         (Method::GET, "tokens".to_owned()),
+        (Method::GET, "limits".to_owned()),
         (Method::GET, "event_subscriptions/subscriptions".to_owned()),
         (Method::POST, "event_subscriptions/subscriptions".to_owned()),
     ] {
@@ -183,6 +184,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::GET, format!("queues/{victim_dlq}/redrive/{redrive}"), json!(null)),
                 (Method::DELETE, format!("queues/{victim_dlq}/redrive/{redrive}"), json!(null)),
                 (Method::GET, "tokens".into(), json!(null)),
+                (Method::GET, "limits".into(), json!(null)),
                 (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
                 (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
@@ -196,7 +198,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 let on_own_collection = prefix.contains(&mallory.to_string())
                     && matches!(
                         path.split('?').next().unwrap(),
-                        "queues" | "stats/queues" | "tokens" | "event_subscriptions/subscriptions"
+                        "queues" | "stats/queues" | "tokens" | "limits" | "event_subscriptions/subscriptions"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
@@ -210,7 +212,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 36);
+    assert_eq!(tried, 8 * 2 * 37);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -243,11 +245,17 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::POST, admin(&format!("accounts/{victim}/resume")), json!({})),
         (Method::POST, admin(&format!("accounts/{victim}/tokens")), json!({"name": "t", "scopes": ["queues_read"]})),
         (Method::DELETE, admin(&format!("accounts/{victim}/tokens/{victim_token}")), json!(null)),
+        (Method::PATCH, admin(&format!("accounts/{victim}")), json!({"plan": "intruder"})),
+        (Method::POST, admin("plans"), json!({"name": "intruder"})),
+        (Method::PATCH, admin("plans/default"), json!({"limits": {"max_queues_per_account": 1}})),
+        (Method::DELETE, admin("plans/default"), json!(null)),
     ];
     let reads: Vec<(Method, String, serde_json::Value)> = vec![
         (Method::GET, admin("accounts"), json!(null)),
         (Method::GET, admin(&format!("accounts/{victim}")), json!(null)),
         (Method::GET, admin(&format!("accounts/{victim}/tokens")), json!(null)),
+        (Method::GET, admin("plans"), json!(null)),
+        (Method::GET, admin("plans/default"), json!(null)),
     ];
     let tenant = |path: &str| format!("{}/client/v4/accounts/{victim}/{path}", app.address);
     let tenant_routes: Vec<(Method, String, serde_json::Value)> = vec![
@@ -258,6 +266,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::POST, tenant(&format!("queues/{q}/messages")), json!({"body": 1})),
         (Method::POST, tenant(&format!("queues/{q}/messages/pull")), json!({})),
         (Method::GET, tenant("tokens"), json!(null)),
+        (Method::GET, tenant("limits"), json!(null)),
         (Method::POST, tenant("tokens"), json!({"name": "t", "scopes": ["queues_read"]})),
         (Method::DELETE, tenant(&format!("tokens/{victim_token}")), json!(null)),
     ];
@@ -295,7 +304,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
     let cross = vec![(Method::DELETE, admin(&format!("accounts/{other}/tokens/{victim_token}")), json!(null))];
     try_all(Some(writer), cross, "an operator token on another account's path".into()).await;
     tried += 1;
-    assert_eq!(tried, 9 + 8 * 9 + 6 + 3 * 9 + 1);
+    assert_eq!(tried, 15 + 8 * 15 + 10 + 3 * 10 + 1);
     // Nothing changed.
     assert_eq!(app.backlog(&q).await, 1);
     assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);
@@ -306,6 +315,9 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         .await
         .unwrap();
     assert_eq!(status, "active");
+    let plans: Vec<(String, String)> =
+        sqlx::query_as("select name, limits::text from plans").fetch_all(&pool).await.unwrap();
+    assert_eq!(plans, [("default".to_owned(), "{}".to_owned())], "no plan made or changed");
 }
 
 /// Every page of an account's queue list and queue stats holds only its own queues, and the totals count

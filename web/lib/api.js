@@ -213,6 +213,9 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     /** `validity` is {} or {expires_on} (RFC 3339). */
     createToken: (name, scopes, validity = {}) => result('POST', acct('/tokens'), { name, scopes, ...validity }),
     revokeToken: (tokenId) => result('DELETE', acct(`/tokens/${encodeURIComponent(tokenId)}`)),
+    // plan and limits (skiplock extension)
+    /** {plan, limits}: the account's plan and every limit it is held to. */
+    getLimits: () => result('GET', acct('/limits')),
   };
 }
 
@@ -232,21 +235,40 @@ export function createOperatorClient({ token }, onUnauthorized) {
   const result = async (method, path, body) => (await call(method, path, body)).result;
   const { page, all } = pager(call);
   const account = (id, p = '') => `/accounts/${encodeURIComponent(id)}${p}`;
+  const plan = (name) => `/plans/${encodeURIComponent(name)}`;
 
   return {
     operator: true,
-    /** A page of the accounts: {items, info}; `name` (contains, any case) and `status` filter them. */
-    listAccounts: ({ name, status, page: number = 1, perPage = 50 } = {}) =>
-      page(`/accounts${query({ name, status, page: number, per_page: perPage })}`),
+    /** A page of the accounts: {items, info}; `name` (contains, any case), `status` and `plan` filter them. */
+    listAccounts: ({ name, status, plan: planName, page: number = 1, perPage = 50 } = {}) =>
+      page(`/accounts${query({ name, status, plan: planName, page: number, per_page: perPage })}`),
     getAccount: (id) => result('GET', account(id)),
-    /** Resolves {account, token}: the account and its first token, with the token's text. */
-    createAccount: (name) => result('POST', '/accounts', { name }),
+    /** Resolves {account, token}: the account (on `planName`, the default plan when not given) and its first token, with the token's text. */
+    createAccount: (name, planName) => result('POST', '/accounts', planName ? { name, plan: planName } : { name }),
     renameAccount: (id, name) => result('PATCH', account(id), { name }),
+    /** Changes the account's plan and its own limits; `limit_overrides` is a merge patch (null removes a limit). */
+    changeLimits: (id, planName, overrides) => result('PATCH', account(id), { plan: planName, limit_overrides: overrides }),
     suspendAccount: (id, reason) => result('POST', account(id, '/suspend'), reason ? { reason } : {}),
     resumeAccount: (id) => result('POST', account(id, '/resume')),
+    /**
+     * Starts deleting the account (its tokens go at once, its queues and messages in the background);
+     * asking again is harmless. Resolves its Deletion: {account_id, status (deleting | deleted),
+     * started_on, finished_on, deleted_queues, deleted_messages, remaining_queues, remaining_messages}.
+     */
+    deleteAccount: (id) => result('DELETE', account(id)),
+    /** How far the account's deletion went (a Deletion, as deleteAccount's); not_found when it is not being deleted. */
+    getDeletion: (id) => result('GET', account(id, '/deletion')),
     // the account's tokens, on its behalf
     listTokens: (id) => all(account(id, '/tokens')),
     createToken: (id, name, scopes, validity = {}) => result('POST', account(id, '/tokens'), { name, scopes, ...validity }),
     revokeToken: (id, tokenId) => result('DELETE', account(id, `/tokens/${encodeURIComponent(tokenId)}`)),
+    // plans: named sets of limits
+    /** Every plan, by name: {name, limits (those it sets), effective_limits, accounts, created_on, modified_on}. */
+    listPlans: () => result('GET', '/plans'),
+    /** `limits`: the limits it sets (the others are the node's). */
+    createPlan: (name, limits) => result('POST', '/plans', { name, limits }),
+    /** `limits` is a merge patch: a number sets a limit, null removes it. */
+    updatePlan: (name, limits) => result('PATCH', plan(name), { limits }),
+    deletePlan: (name) => result('DELETE', plan(name)),
   };
 }

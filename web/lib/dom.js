@@ -146,17 +146,33 @@ export function notice() {
 
 /**
  * Asks in a modal <dialog>; resolves true when confirmed. `content` (optional) goes under the message:
- * say a field the caller reads once it resolves.
+ * say a field the caller reads once it resolves. `typeToConfirm` (optional), {text, label}, is for what
+ * cannot be undone: the confirm button stays disabled until `text` is typed into a field labelled `label`.
  */
-export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger = true, content = null }) {
+export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger = true, content = null, typeToConfirm = null }) {
   return new Promise((resolve) => {
     const titleId = id('dlg');
     const cancel = h('button', { type: 'button', class: 'btn' }, 'Cancel');
     const ok = h('button', { type: 'button', class: danger ? 'btn btn-danger' : 'btn btn-primary' }, confirmLabel);
+    let typed = null;
+    let typedPart = null;
+    if (typeToConfirm) {
+      const askId = id('dlg-ask');
+      typed = h('input', {
+        type: 'text', autocomplete: 'off', spellcheck: 'false', autocapitalize: 'off', 'aria-describedby': askId,
+      });
+      typedPart = h('div', { class: 'dialog-content stack' },
+        h('p', { id: askId, class: 'small' }, 'To confirm, type ', h('strong', { class: 'break' }, typeToConfirm.text), ' below.'),
+        field(typeToConfirm.label, typed));
+      ok.disabled = true;
+    }
+    // Spaces around the text are not seen on screen, so they are not asked for.
+    const typedRight = () => typed.value.trim() === String(typeToConfirm.text).trim();
     const dialog = h('dialog', { class: 'dialog', 'aria-labelledby': titleId },
       h('h2', { id: titleId, class: 'dialog-title' }, title),
       h('p', { class: 'dialog-text' }, message),
       content ? h('div', { class: 'dialog-content' }, content) : null,
+      typedPart,
       h('div', { class: 'dialog-actions' }, cancel, ok));
     let answered = false;
     const finish = (value) => {
@@ -167,14 +183,27 @@ export function confirmDialog({ title, message, confirmLabel = 'Confirm', danger
       resolve(value);
     };
     cancel.addEventListener('click', () => finish(false));
-    ok.addEventListener('click', () => finish(true));
+    ok.addEventListener('click', () => {
+      if (typed && !typedRight()) return;
+      finish(true);
+    });
+    if (typed) {
+      typed.addEventListener('input', () => {
+        ok.disabled = !typedRight();
+      });
+      typed.addEventListener('keydown', (e) => {
+        if (e.key !== 'Enter') return;
+        e.preventDefault();
+        if (typedRight()) finish(true);
+      });
+    }
     dialog.addEventListener('cancel', (e) => {
       e.preventDefault();
       finish(false);
     });
     document.body.append(dialog);
     dialog.showModal();
-    cancel.focus();
+    (typed || cancel).focus();
   });
 }
 

@@ -3,4 +3,5 @@
 
 pub mod accounts;
 pub mod extract;
+pub mod plans;
 pub mod tokens;

@@ -9,8 +9,9 @@ use crate::api::envelope::{ok, ApiJson};
 use crate::api::extract::PathId;
 use crate::api::tokens::{issue_for, list_of, revoke_of, CreateToken};
 use crate::engine::Engine;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, TokenId};
+use crate::queue::account::AccountStatus;
 use crate::store;
 
 type Data = web::Data<Engine>;
@@ -21,7 +22,11 @@ pub async fn create(
     account: PathId<AccountId>,
     body: ApiJson<CreateToken>,
 ) -> ApiResult<HttpResponse> {
-    let account = existing(&state, account.0).await?;
+    let row = store::accounts::get(&state.pool, account.0).await?.ok_or_else(|| ApiError::not_found("account"))?;
+    if matches!(row.status, AccountStatus::Deleting | AccountStatus::Deleted) {
+        return Err(ApiError::new(Kind::Conflict, "the account is deleted or being deleted; it can have no token"));
+    }
+    let account = row.id;
     let (name, scopes, validity) = body.0.checked(Utc::now())?;
     Ok(ok(issue_for(&state, account, &name, &scopes, validity).await?))
 }

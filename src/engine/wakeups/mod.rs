@@ -10,7 +10,7 @@
 mod marks;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,6 @@ struct Waiting {
 /// The node's long-polling pulls and dispatcher workers, and what wakes them.
 pub struct Wakeups {
     waiting: Mutex<Waiting>,
-    max_per_account: AtomicI64,
     metrics: Arc<Metrics>,
     /// The node stopping: every wait ends at once.
     stop: CancellationToken,
@@ -138,16 +137,11 @@ impl Wakeups {
     pub fn new(metrics: Arc<Metrics>) -> Self {
         Self {
             waiting: Mutex::default(),
-            max_per_account: AtomicI64::new(crate::engine::limits::Limits::default().max_waiting_pulls),
             metrics,
             stop: CancellationToken::new(),
             listening: AtomicBool::new(false),
             consumers_changed: Notify::new(),
         }
-    }
-
-    pub fn set_max_per_account(&self, max: i64) {
-        self.max_per_account.store(max, Ordering::Relaxed);
     }
 
     /// Ends every wait, now and from now on: the node is stopping.
@@ -224,11 +218,11 @@ impl Wakeups {
         woken
     }
 
-    /// A place to wait on `queue`, or None when the account already has its most pulls waiting.
-    pub fn wait_on(self: &Arc<Self>, account: AccountId, queue: QueueId) -> Option<Waiter> {
+    /// A place to wait on `queue`, or None when the account already has `max` pulls waiting.
+    pub fn wait_on(self: &Arc<Self>, account: AccountId, queue: QueueId, max: i64) -> Option<Waiter> {
         let mut waiting = self.waiting.lock().expect("wakeups lock");
         let count = waiting.accounts.entry(account).or_default();
-        if *count >= self.max_per_account() {
+        if *count >= max {
             return None;
         }
         *count += 1;
@@ -270,10 +264,6 @@ impl Wakeups {
     /// Long polls that started waiting without looking, their queue known to be empty.
     pub fn look_skipped(&self) {
         self.metrics.long_poll_looks_skipped.inc();
-    }
-
-    pub fn max_per_account(&self) -> i64 {
-        self.max_per_account.load(Ordering::Relaxed)
     }
 
     fn wake(&self, queue: QueueId) {
