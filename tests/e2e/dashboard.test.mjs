@@ -25,7 +25,7 @@ import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
   ARTIFACTS, DESKTOP, PHONE, WAIT, RUN, address, launch, close, openPage, assertNoConsoleErrors,
-  assertNotLeaked, waitForText, waitFor, shot, signInAt, confirm,
+  assertNotLeaked, waitForText, waitFor, shot, steps, signInAt, confirm,
 } from './support.mjs';
 
 const BASE = address('SKIPLOCK_URL');
@@ -192,17 +192,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
   const queueName = `e2e-${RUN}`;
   const dlqName = `e2e-${RUN}-dlq`;
   const tokenName = `e2e-token-${RUN}`;
-  // The steps share one page: after a failure, the rest are skipped rather than failing in cascade.
-  let failed = null;
-  const step = (name, fn) => t.test(name, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
-    try {
-      await fn();
-    } catch (err) {
-      failed = name;
-      await shot(page, `failed-${name.replace(/[^a-z0-9]+/gi, '-')}.png`).catch(() => {});
-      throw err;
-    }
-  });
+  const { step, failed } = steps(t, { failed: page });
   try {
     await step('sign in', async () => {
       await signIn(page);
@@ -491,7 +481,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await page.getByRole('heading', { name: 'Sign in to the dashboard' }).waitFor();
     });
 
-    assert.equal(failed, null, `step "${failed}" failed`);
+    assert.equal(failed(), null, `step "${failed()}" failed`);
     assertNotLeaked(log, TOKEN);
     assertNoConsoleErrors(log);
   } finally {

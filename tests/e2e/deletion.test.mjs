@@ -12,55 +12,24 @@
 // As the other tests: every check waits for a visible condition (no fixed sleeps), and every page
 // fails the test on a console error it does not provoke on purpose.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  ARTIFACTS, RUN, address, launch, close, openPage, assertNoConsoleErrors, assertNotLeaked,
-  waitForText, waitFor, shot, signInAt, confirm,
+  ARTIFACTS, RUN, openPage, assertNoConsoleErrors, assertNotLeaked, waitForText, waitFor, shot,
+  steps, signInAt, confirm,
 } from './support.mjs';
-
-const BASE = address('SKIPLOCK_URL');
-const ADMIN = address('SKIPLOCK_ADMIN_URL');
-const OPERATOR_TOKEN = process.env.SKIPLOCK_OPERATOR_TOKEN || '';
-
-const SKIP = ADMIN ? false : 'SKIPLOCK_ADMIN_URL is not set: no operator address to test (see the top of tests/e2e/operator.test.mjs)';
+import {
+  ADMIN, OPERATOR_TOKEN, SKIP, operatorHooks, admin, tenant, accountRow, createdAccount,
+} from './operator-support.mjs';
 
 /** How long the background task may take to delete the account's queue and messages (it looks every second). */
 const DELETION_WAIT = 30000;
 
-before(async () => {
-  if (SKIP) return;
-  const missing = ['SKIPLOCK_URL', 'SKIPLOCK_OPERATOR_TOKEN'].filter((k) => !process.env[k]);
-  assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/operator.test.mjs`);
-  assert.match(OPERATOR_TOKEN, /^sko_/, 'SKIPLOCK_OPERATOR_TOKEN must be an operator token (sko_...)');
-  await launch();
-});
-
-after(close);
+operatorHooks(); // before: check the environment and start the browser; after: close it
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-async function call(url, method, body, token) {
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const json = await res.json();
-  return { status: res.status, json };
-}
-
-/** The operator API, with the operator token (cross-checks and cleanup). */
-const admin = (method, apiPath, body) => call(`${ADMIN}/admin/v1${apiPath}`, method, body, OPERATOR_TOKEN);
-
-/** The tenant API on the public address, with an account's token. */
-const tenant = (method, apiPath, token, body) => call(`${BASE}/client/v4${apiPath}`, method, body, token);
-
-/** The accounts table's row of the account named `name`. */
-const accountRow = (page, name) => page.getByRole('table', { name: 'Accounts' })
-  .locator('tr', { has: page.getByRole('link', { name, exact: true }) });
 
 /** One figure of the deletion card (deleted_queues, remaining_queues, deleted_messages, remaining_messages, ...). */
 const figure = (zone, key) => zone.locator(`dd[data-deletion="${key}"]`);
@@ -74,17 +43,7 @@ test('the operator deletes an account, typing its name; the page follows the del
   const MESSAGES = 3;
   let accountId = null;
   let firstToken = null;
-  // The steps share one page: after a failure, the rest are skipped rather than failing in cascade.
-  let failed = null;
-  const step = (title, fn) => t.test(title, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
-    try {
-      await fn();
-    } catch (err) {
-      failed = title;
-      await shot(page, `failed-deletion-${title.replace(/[^a-z0-9]+/gi, '-')}.png`).catch(() => {});
-      throw err;
-    }
-  });
+  const { step, failed } = steps(t, { 'failed-deletion': page });
   /** The requests for the deletion's progress the page made so far. */
   const deletionPolls = () => log.urls.filter((u) => u.endsWith(`/admin/v1/accounts/${accountId}/deletion`)).length;
   try {
@@ -94,13 +53,7 @@ test('the operator deletes an account, typing its name; the page follows the del
       const form = page.getByRole('form', { name: 'Create an account' });
       await form.getByLabel('New account name').fill(name);
       await form.getByRole('button', { name: 'Create account' }).click();
-      const box = page.getByRole('region', { name: `Account “${name}” created` });
-      await waitForText(box, /shown only once/);
-      firstToken = await box.getByRole('textbox', { name: 'First API token' }).inputValue();
-      assert.match(firstToken, /^skl_/);
-      const verified = await tenant('GET', '/user/tokens/verify', firstToken);
-      assert.equal(verified.status, 200, JSON.stringify(verified.json));
-      accountId = verified.json.result.account_id;
+      ({ firstToken, accountId } = await createdAccount(page, name));
       assertNotLeaked(log, firstToken);
     });
 
@@ -211,7 +164,7 @@ test('the operator deletes an account, typing its name; the page follows the del
       assert.equal(deletionPolls(), polls, 'no poll of the deletion after it ended and the page was left');
     });
 
-    assert.equal(failed, null, `step "${failed}" failed`);
+    assert.equal(failed(), null, `step "${failed()}" failed`);
     assertNotLeaked(log, OPERATOR_TOKEN);
     assertNotLeaked(log, firstToken);
     assertNoConsoleErrors(log);

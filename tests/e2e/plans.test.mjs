@@ -6,68 +6,37 @@
 // It needs what tests/e2e/operator.test.mjs needs (see the top of that file): SKIPLOCK_URL,
 // SKIPLOCK_ADMIN_URL and SKIPLOCK_OPERATOR_TOKEN (read and write); without SKIPLOCK_ADMIN_URL it is
 // skipped, saying so. It creates a plan e2e-plan-<run>, which it deletes, and an account named
-// e2e-plan-<run>-account (the operator API deletes no account: it stays, back on the default plan).
+// e2e-plan-<run>-account, which it leaves in place, back on the default plan (the operator API can
+// delete an account, DELETE /admin/v1/accounts/{id}, but that is deletion.test.mjs's test).
 //
 // As the other tests: every check waits for a visible condition (no fixed sleeps), and every page
 // fails the test on a console error it does not provoke on purpose.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  ARTIFACTS, RUN, address, launch, close, openPage, assertNoConsoleErrors, assertNotLeaked,
-  waitForText, waitFor, shot, signInAt, confirm,
+  ARTIFACTS, RUN, openPage, assertNoConsoleErrors, assertNotLeaked, waitForText, waitFor, shot,
+  steps, signInAt, confirm,
 } from './support.mjs';
+import {
+  BASE, ADMIN, OPERATOR_TOKEN, SKIP, operatorHooks, admin, tenant, accountRow, createdAccount,
+  refusedWith,
+} from './operator-support.mjs';
 
-const BASE = address('SKIPLOCK_URL');
-const ADMIN = address('SKIPLOCK_ADMIN_URL');
-const OPERATOR_TOKEN = process.env.SKIPLOCK_OPERATOR_TOKEN || '';
-
-const SKIP = ADMIN ? false : 'SKIPLOCK_ADMIN_URL is not set: no operator address to test (see the top of tests/e2e/operator.test.mjs)';
-
-before(async () => {
-  if (SKIP) return;
-  const missing = ['SKIPLOCK_URL', 'SKIPLOCK_OPERATOR_TOKEN'].filter((k) => !process.env[k]);
-  assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/operator.test.mjs`);
-  assert.match(OPERATOR_TOKEN, /^sko_/, 'SKIPLOCK_OPERATOR_TOKEN must be an operator token (sko_...)');
-  await launch();
-});
-
-after(close);
+operatorHooks(); // before: check the environment and start the browser; after: close it
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-async function call(url, method, body, token) {
-  const res = await fetch(url, {
-    method,
-    headers: { Authorization: `Bearer ${token}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const json = await res.json();
-  return { status: res.status, json };
-}
-
-/** The operator API, with the operator token (cross-checks and cleanup). */
-const admin = (method, apiPath, body) => call(`${ADMIN}/admin/v1${apiPath}`, method, body, OPERATOR_TOKEN);
-
-/** The tenant API on the public address, with an account's token. */
-const tenant = (method, apiPath, token, body) => call(`${BASE}/client/v4${apiPath}`, method, body, token);
 
 /** The plans table's row of the plan named `name`. */
 const planRow = (page, name) => page.getByRole('table', { name: 'Plans' })
   .locator('tr', { has: page.getByRole('link', { name, exact: true }) });
 
-/** The accounts table's row of the account named `name`. */
-const accountRow = (page, name) => page.locator('tr', { has: page.getByRole('link', { name, exact: true }) });
-
 /** One limit's line in a list of limits in words, within `scope`. */
 const limitLine = (scope, key) => scope.locator(`li[data-limit="${key}"]`);
 
 const PUBLISH_WORDS = 'Published messages: 2,000 per second across the service';
-
-/** A request the test makes the server refuse on purpose (the browser logs each). */
-const refusedWith = (...statuses) => new RegExp(`Failed to load resource: the server responded with a status of (${statuses.join('|')})`);
 
 // ---- tests --------------------------------------------------------------------------------------
 
@@ -80,18 +49,7 @@ test('plans: create one, change it, put an account on it; the tenant sees its li
   let accountId = null;
   let firstToken = null;
   let planMade = false;
-  // The steps share one page: after a failure, the rest are skipped rather than failing in cascade.
-  let failed = null;
-  const step = (title, fn) => t.test(title, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
-    try {
-      await fn();
-    } catch (err) {
-      failed = title;
-      await shot(page, `failed-plans-${title.replace(/[^a-z0-9]+/gi, '-')}.png`).catch(() => {});
-      await shot(tenantView.page, `failed-plans-tenant-${title.replace(/[^a-z0-9]+/gi, '-')}.png`).catch(() => {});
-      throw err;
-    }
-  });
+  const { step, failed } = steps(t, { 'failed-plans': page, 'failed-plans-tenant': tenantView.page });
   try {
     await step('sign in with the operator token and open the plans', async () => {
       await signInAt(page, ADMIN, OPERATOR_TOKEN);
@@ -164,13 +122,7 @@ test('plans: create one, change it, put an account on it; the tenant sees its li
       // The plans are read after the page shows: selectOption waits for the option.
       await form.getByLabel('Plan', { exact: true }).selectOption(planName);
       await form.getByRole('button', { name: 'Create account' }).click();
-      const box = page.getByRole('region', { name: `Account “${accountName}” created` });
-      await waitForText(box, /shown only once/);
-      firstToken = await box.getByRole('textbox', { name: 'First API token' }).inputValue();
-      assert.match(firstToken, /^skl_/);
-      const verified = await tenant('GET', '/user/tokens/verify', firstToken);
-      assert.equal(verified.status, 200, JSON.stringify(verified.json));
-      accountId = verified.json.result.account_id;
+      ({ firstToken, accountId } = await createdAccount(page, accountName));
       await waitForText(page.locator('p', { hasText: accountId }), new RegExp(`plan ${planName}`));
       await page.getByRole('button', { name: 'I have copied it' }).click();
       assertNotLeaked(log, firstToken);
@@ -269,7 +221,7 @@ test('plans: create one, change it, put an account on it; the tenant sees its li
       planMade = false;
     });
 
-    assert.equal(failed, null, `step "${failed}" failed`);
+    assert.equal(failed(), null, `step "${failed()}" failed`);
     assertNotLeaked(log, OPERATOR_TOKEN);
     assertNoConsoleErrors(log, [refusedWith(409)]);
     assertNotLeaked(tenantView.log, firstToken);
@@ -278,7 +230,8 @@ test('plans: create one, change it, put an account on it; the tenant sees its li
     await writeFile(path.join(ARTIFACTS, 'console-plans.log'), `${log.messages.join('\n')}\n`);
     await tenantView.context.close();
     await context.close();
-    // After a failed run: the account back on the default plan (it cannot be deleted), the plan deleted.
+    // After a failed run: the account back on the default plan (it stays, as after a passing run), the
+    // plan deleted.
     if (accountId) await admin('PATCH', `/accounts/${accountId}`, { plan: 'default', limit_overrides: { max_queues_per_account: null } });
     if (planMade) await admin('DELETE', `/plans/${planName}`);
   }

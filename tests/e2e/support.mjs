@@ -117,6 +117,26 @@ export async function shot(page, name, options = {}) {
   await page.screenshot({ path: path.join(ARTIFACTS, name), ...options });
 }
 
+/**
+ * The steps of one test, as subtests sharing its pages: after a failure the rest are skipped rather
+ * than failing in cascade, and every page in `shots` (a file-name prefix to a page) is shot as the
+ * failure left it, <prefix>-<step title>.png. `failed()` names the step that failed (null if none).
+ */
+export function steps(t, shots) {
+  let failed = null;
+  const step = (title, fn) => t.test(title, { skip: failed ? `skipped: "${failed}" failed` : false }, async () => {
+    try {
+      await fn();
+    } catch (err) {
+      failed = title;
+      const slug = title.replace(/[^a-z0-9]+/gi, '-');
+      for (const [prefix, page] of Object.entries(shots)) await shot(page, `${prefix}-${slug}.png`).catch(() => {});
+      throw err;
+    }
+  });
+  return { step, failed: () => failed };
+}
+
 /** Signs in at the dashboard on `base` with a token alone, as a user does. */
 export async function signInAt(page, base, token) {
   await page.goto(`${base}/`);
