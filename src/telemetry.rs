@@ -6,6 +6,7 @@ use std::time::Instant;
 use actix_web::body::MessageBody;
 use actix_web::dev::{Service, ServiceRequest, ServiceResponse};
 use actix_web::http::header::{HeaderName, HeaderValue};
+use actix_web::HttpMessage;
 use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
@@ -39,6 +40,7 @@ where
         .map(str::to_owned)
         // From the thread's generator, not the OS: no system call per request.
         .unwrap_or_else(|| format!("{:032x}", rand::random::<u128>()));
+    req.extensions_mut().insert(RequestId(request_id.clone()));
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
@@ -62,3 +64,7 @@ where
 }
 
 const REQUEST_ID: &str = "x-request-id";
+
+/// The request's id, for the handlers that record it (the audit log).
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);

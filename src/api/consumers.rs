@@ -12,6 +12,7 @@ use super::paging::{query_pairs, whole, Paging};
 use super::queues::find_queue;
 use super::views::ConsumerView;
 use crate::api::extract::{AuthedQueue, PathId, QueuesRead, QueuesWrite};
+use crate::engine::audit::Change;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::ConsumerId;
@@ -89,6 +90,8 @@ pub async fn create(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Con
     let valid = validate(&queue, &body.0, kind, true)?;
     let secret = (kind == ConsumerKind::Webhook).then(new_signing_secret);
     let row = state.create_consumer(at.queue, &valid.spec(), secret.as_deref()).await?;
+    let change = Change::new("consumer", row.id, "consumer.create").to(ConsumerView::new(&row));
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
     let mut view = ConsumerView::new(&row);
     view.signing_secret = secret;
     Ok(ok(view))
@@ -139,11 +142,18 @@ pub async fn update(
     }
     let valid = validate(&queue, &body.0, kind, false)?;
     let row = state.update_consumer(at.queue, current.id, &valid.spec()).await?;
+    let change = Change::new("consumer", row.id, "consumer.update")
+        .from(ConsumerView::new(&current))
+        .to(ConsumerView::new(&row));
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
     Ok(ok(ConsumerView::new(&row)))
 }
 
 pub async fn delete(state: Data, at: AuthedQueue<QueuesWrite>, id: PathId<ConsumerId>) -> ApiResult<HttpResponse> {
+    let current = find_consumer(&state, at.queue, id.0).await?;
     state.delete_consumer(at.queue, id.0).await?;
+    let change = Change::new("consumer", id.0, "consumer.delete").from(ConsumerView::new(&current));
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
     Ok(ok(json!({})))
 }
 
@@ -158,5 +168,7 @@ pub async fn rotate_secret(
     }
     let secret = new_signing_secret();
     state.rotate_secret(at.queue, consumer.id, &secret).await?;
+    let change = Change::new("consumer", consumer.id, "consumer.rotate_secret");
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
     Ok(ok(json!({ "signing_secret": secret })))
 }

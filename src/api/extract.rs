@@ -8,15 +8,17 @@ use std::marker::PhantomData;
 use std::pin::Pin;
 use std::str::FromStr;
 
-use actix_web::{http::header, web, FromRequest, HttpRequest};
+use actix_web::{http::header, web, FromRequest, HttpMessage, HttpRequest};
 
 use crate::api::client::TrustedProxies;
 use crate::auth::{Principal, Scope, Token, TokenKind};
+use crate::engine::audit::Actor;
 use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, TokenId};
 use crate::store::owned::OwnedQueue;
+use crate::telemetry::RequestId;
 
 pub trait Requirement {
     const SCOPES: &'static [Scope];
@@ -39,6 +41,8 @@ requirement!(TokensWrite, [TokensWrite]);
 
 pub struct Authed<R> {
     pub principal: Principal,
+    /// Who asks, as the audit log records it.
+    pub actor: Actor,
     _requirement: PhantomData<R>,
 }
 
@@ -46,6 +50,11 @@ impl<R> Authed<R> {
     pub fn account_id(&self) -> AccountId {
         self.principal.account_id
     }
+}
+
+/// The request's id, as the request span set it.
+pub fn request_id(req: &HttpRequest) -> Option<String> {
+    req.extensions().get::<RequestId>().map(|id| id.0.clone())
 }
 
 impl<R: Requirement + 'static> FromRequest for Authed<R> {
@@ -56,8 +65,9 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
         let state = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
         let bearer = bearer(req);
         let path_account = req.match_info().get("account_id").map(str::to_owned);
-        let client = req.app_data::<web::Data<TrustedProxies>>().and_then(|proxies| proxies.client_of(req));
+        let client = client_address(req);
         let path = req.path().to_owned();
+        let request_id = request_id(req);
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
             let Some(principal) = state.verifier.verify(&text).await? else {
@@ -103,9 +113,15 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
                 );
                 return Err(ApiError::new(Kind::RateLimited, message).after(wait.as_secs_f64().ceil() as u64));
             }
-            Ok(Self { principal, _requirement: PhantomData })
+            let actor = Actor { operator: false, token_id: principal.token_id.0, ip: client, request_id };
+            Ok(Self { principal, actor, _requirement: PhantomData })
         })
     }
+}
+
+/// The client's address: the peer, or behind trusted proxies the address they forward.
+pub fn client_address(req: &HttpRequest) -> Option<std::net::IpAddr> {
+    req.app_data::<web::Data<TrustedProxies>>().and_then(|proxies| proxies.client_of(req))
 }
 
 pub fn missing_bearer() -> ApiError {

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod assets;
+pub mod audit;
 pub mod client;
 pub mod consumers;
 pub mod envelope;
@@ -74,6 +75,7 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
                 .service(resource!("/accounts/{account_id}";
                     get => admin::accounts::get, patch => admin::accounts::update, delete => admin::accounts::delete))
                 .service(resource!("/accounts/{account_id}/deletion"; get => admin::accounts::deletion))
+                .service(resource!("/audit_logs"; get => audit::list_all))
                 .service(resource!("/plans"; get => admin::plans::list, post => admin::plans::create))
                 .service(resource!("/plans/{plan_name}";
                     get => admin::plans::get, patch => admin::plans::update, delete => admin::plans::delete))
@@ -89,6 +91,7 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
 fn account_routes(cfg: &mut web::ServiceConfig) {
     cfg.service(resource!(""; get => accounts::get))
         .service(resource!("/limits"; get => accounts::limits))
+        .service(resource!("/audit_logs"; get => audit::list))
         .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
         .service(resource!("/tokens/{token_id}"; delete => tokens::revoke))
         .service(resource!("/stats/queues"; get => stats::all_queues))

@@ -9,6 +9,7 @@ use super::envelope::{ok, ok_list, ApiJson};
 use super::paging::{query_pairs, whole, Paging};
 use super::views::{timestamp, QueueView};
 use crate::api::extract::{Authed, AuthedQueue, QueuesRead, QueuesWrite};
+use crate::engine::audit::{Actor, Change};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::QueueId;
@@ -44,6 +45,8 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let settings = QueueSettings::default().apply(&body.settings)?;
     let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
     let queue = state.create_queue(auth.account_id(), &name, settings, jurisdiction).await?;
+    let change = Change::new("queue", queue.id, "queue.create").to(QueueView::new(&queue, &[]));
+    state.audit(auth.account_id(), &auth.actor, change).await;
     Ok(ok(QueueView::new(&queue, &[])))
 }
 
@@ -98,7 +101,13 @@ pub struct UpdateQueue {
 }
 
 /// PUT replaces the settings (omitted ones return to their defaults); PATCH changes only those given.
-async fn update(state: Data, owned: OwnedQueue, body: UpdateQueue, replace: bool) -> ApiResult<HttpResponse> {
+async fn update(
+    state: Data,
+    owned: OwnedQueue,
+    actor: &Actor,
+    body: UpdateQueue,
+    replace: bool,
+) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, owned).await?;
     let name = match &body.queue_name {
         Some(raw) => QueueName::parse("queue_name", raw)?,
@@ -115,19 +124,26 @@ async fn update(state: Data, owned: OwnedQueue, body: UpdateQueue, replace: bool
     let base = if replace { QueueSettings::default() } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
     let updated = state.update_queue(owned, &queue, &name, settings).await?;
+    let change = Change::new("queue", owned.id(), "queue.update")
+        .from(QueueView::new(&queue, &[]))
+        .to(QueueView::new(&updated, &[]));
+    state.audit(owned.account(), actor, change).await;
     Ok(ok(view(&state, &updated).await?))
 }
 
 pub async fn replace(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<UpdateQueue>) -> ApiResult<HttpResponse> {
-    update(state, at.queue, body.0, true).await
+    update(state, at.queue, &at.auth.actor, body.0, true).await
 }
 
 pub async fn patch(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<UpdateQueue>) -> ApiResult<HttpResponse> {
-    update(state, at.queue, body.0, false).await
+    update(state, at.queue, &at.auth.actor, body.0, false).await
 }
 
 pub async fn delete(state: Data, at: AuthedQueue<QueuesWrite>) -> ApiResult<HttpResponse> {
+    let queue = find_queue(&state, at.queue).await?;
     state.delete_queue(at.queue).await?;
+    let change = Change::new("queue", at.queue.id(), "queue.delete").from(QueueView::new(&queue, &[]));
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
     Ok(ok(json!({})))
 }
 
@@ -149,6 +165,7 @@ pub async fn purge(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Purg
         ));
     }
     let queue = state.purge_queue(at.queue).await?;
+    state.audit(at.queue.account(), &at.auth.actor, Change::new("queue", at.queue.id(), "queue.purge")).await;
     Ok(ok(view(&state, &queue).await?))
 }
 

@@ -10,6 +10,7 @@ use super::messages::RefItem;
 use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{AuthedQueue, PathId, QueuesRead, QueuesWrite};
+use crate::engine::audit::Change;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{MessageId, RedriveId};
@@ -119,7 +120,10 @@ pub async fn start(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Star
         ),
         CreateError::Database(db) => db.into(),
     })?;
-    Ok(created(TaskView::from(task)))
+    let view = TaskView::from(task);
+    let change = Change::new("redrive", view.redrive_id, "redrive.start").to(&view);
+    state.audit(queue.account(), &at.auth.actor, change).await;
+    Ok(created(view))
 }
 
 /// `GET .../queues/{queue_id}/redrive`: a page of the queue's tasks, newest first (`page`, `per_page`).
@@ -140,5 +144,8 @@ pub async fn get(state: Data, at: AuthedQueue<QueuesRead>, id: PathId<RedriveId>
 /// stay moved. A task that is no longer running is answered as it is.
 pub async fn cancel(state: Data, at: AuthedQueue<QueuesWrite>, id: PathId<RedriveId>) -> ApiResult<HttpResponse> {
     let task = redrive::cancel(&state.pool, at.queue, id.0).await?;
-    Ok(ok(TaskView::from(task.ok_or_else(|| ApiError::not_found("redrive task"))?)))
+    let view = TaskView::from(task.ok_or_else(|| ApiError::not_found("redrive task"))?);
+    let change = Change::new("redrive", id.0, "redrive.cancel").to(&view);
+    state.audit(at.queue.account(), &at.auth.actor, change).await;
+    Ok(ok(view))
 }

@@ -16,6 +16,7 @@ use super::paging::Paging;
 use super::views::timestamp;
 use crate::api::extract::{Authed, PathId, TokenOnly, TokensWrite};
 use crate::auth::{issue_within, parse_scopes, Scope};
+use crate::engine::audit::{Actor, Change};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, TokenId};
@@ -170,7 +171,18 @@ pub async fn create(state: Data, auth: Authed<TokensWrite>, body: ApiJson<Create
             format!("this token cannot grant the {} scope it does not hold itself", extra.as_str()),
         ));
     }
-    Ok(ok(issue_for(&state, auth.account_id(), &name, &scopes, validity).await?))
+    let view = issue_for(&state, auth.account_id(), &name, &scopes, validity).await?;
+    state.audit(auth.account_id(), &auth.actor, token_created(&view)).await;
+    Ok(ok(view))
+}
+
+/// A token's creation as the audit log records it: its view without its text.
+pub fn token_created(view: &Value) -> Change {
+    let mut recorded = view.clone();
+    if let Some(fields) = recorded.as_object_mut() {
+        fields.remove("token");
+    }
+    Change::new("token", view["id"].as_str().unwrap_or_default(), "token.create").to(recorded)
 }
 
 /// A page of the account's tokens (`page`, `per_page`; 20 by default, as Cloudflare's).
@@ -188,13 +200,14 @@ pub async fn list_of(state: &Engine, account: AccountId, req: &HttpRequest) -> A
 }
 
 pub async fn revoke(state: Data, auth: Authed<TokensWrite>, id: PathId<TokenId>) -> ApiResult<HttpResponse> {
-    revoke_of(&state, auth.account_id(), id.0).await
+    revoke_of(&state, auth.account_id(), &auth.actor, id.0).await
 }
 
-/// Revokes `account`'s token `id`; a 404 when it has no such active token.
-pub async fn revoke_of(state: &Engine, account: AccountId, id: TokenId) -> ApiResult<HttpResponse> {
+/// Revokes `account`'s token `id` for `actor`; a 404 when it has no such active token.
+pub async fn revoke_of(state: &Engine, account: AccountId, actor: &Actor, id: TokenId) -> ApiResult<HttpResponse> {
     if !store::tokens::revoke(&state.pool, account, id).await? {
         return Err(ApiError::not_found("token"));
     }
+    state.audit(account, actor, Change::new("token", id, "token.revoke")).await;
     Ok(ok(json!({ "id": id })))
 }

@@ -136,7 +136,8 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sq
     let pruned = store::activity::prune(pool).await;
     let forgotten = forget_expired_keys(pool).await;
     let shares = store::shares::forget_older_than(pool, super::shares::KEPT_SECONDS).await;
-    swept.and(pruned).and(forgotten).and(shares).map(|_| ())
+    let audited = super::audit::prune(pool).await;
+    swept.and(pruned).and(forgotten).and(shares).and(audited).map(|_| ())
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.

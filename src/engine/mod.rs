@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod ack;
 pub mod activity;
+pub mod audit;
 pub mod background;
 pub mod backlog;
 pub mod consumers;

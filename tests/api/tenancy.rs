@@ -28,6 +28,7 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, format!("queues/{theirs}/messages/pull")),
         (Method::GET, "tokens".to_owned()),
         (Method::GET, "limits".to_owned()),
+        (Method::GET, "audit_logs".to_owned()),
         (Method::GET, "event_subscriptions/subscriptions".to_owned()),
         (Method::POST, "event_subscriptions/subscriptions".to_owned()),
     ] {
@@ -185,6 +186,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::DELETE, format!("queues/{victim_dlq}/redrive/{redrive}"), json!(null)),
                 (Method::GET, "tokens".into(), json!(null)),
                 (Method::GET, "limits".into(), json!(null)),
+                (Method::GET, "audit_logs".into(), json!(null)),
                 (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
                 (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
@@ -198,7 +200,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 let on_own_collection = prefix.contains(&mallory.to_string())
                     && matches!(
                         path.split('?').next().unwrap(),
-                        "queues" | "stats/queues" | "tokens" | "limits" | "event_subscriptions/subscriptions"
+                        "queues" | "stats/queues" | "tokens" | "limits" | "audit_logs" | "event_subscriptions/subscriptions"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
@@ -212,7 +214,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 37);
+    assert_eq!(tried, 8 * 2 * 38);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -256,6 +258,8 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::GET, admin(&format!("accounts/{victim}/tokens")), json!(null)),
         (Method::GET, admin("plans"), json!(null)),
         (Method::GET, admin("plans/default"), json!(null)),
+        (Method::GET, admin("audit_logs"), json!(null)),
+        (Method::GET, admin(&format!("audit_logs?account_id={victim}")), json!(null)),
     ];
     let tenant = |path: &str| format!("{}/client/v4/accounts/{victim}/{path}", app.address);
     let tenant_routes: Vec<(Method, String, serde_json::Value)> = vec![
@@ -267,6 +271,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::POST, tenant(&format!("queues/{q}/messages/pull")), json!({})),
         (Method::GET, tenant("tokens"), json!(null)),
         (Method::GET, tenant("limits"), json!(null)),
+        (Method::GET, tenant("audit_logs"), json!(null)),
         (Method::POST, tenant("tokens"), json!({"name": "t", "scopes": ["queues_read"]})),
         (Method::DELETE, tenant(&format!("tokens/{victim_token}")), json!(null)),
     ];
@@ -304,7 +309,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
     let cross = vec![(Method::DELETE, admin(&format!("accounts/{other}/tokens/{victim_token}")), json!(null))];
     try_all(Some(writer), cross, "an operator token on another account's path".into()).await;
     tried += 1;
-    assert_eq!(tried, 15 + 8 * 15 + 10 + 3 * 10 + 1);
+    assert_eq!(tried, 17 + 8 * 17 + 10 + 3 * 11 + 1);
     // Nothing changed.
     assert_eq!(app.backlog(&q).await, 1);
     assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);

@@ -9,10 +9,11 @@ use super::extract::{Operated, Read, Write};
 use crate::api::envelope::{ok, ok_list, ApiJson};
 use crate::api::extract::PathId;
 use crate::api::paging::{query_pairs, Paging};
-use crate::api::tokens::issue_for;
+use crate::api::tokens::{issue_for, token_created};
 use crate::api::views::timestamp;
 use crate::auth::Scope;
 use crate::engine::accounts::AccountUpdate;
+use crate::engine::audit::Change;
 use crate::engine::limits::Limits;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
@@ -93,13 +94,16 @@ pub struct CreateAccount {
 }
 
 /// Creates an account and its first token, with every scope; the token's text is shown this once.
-pub async fn create(state: Data, _: Operated<Write>, body: ApiJson<CreateAccount>) -> ApiResult<HttpResponse> {
+pub async fn create(state: Data, operated: Operated<Write>, body: ApiJson<CreateAccount>) -> ApiResult<HttpResponse> {
     let body = body.0;
     let name = account_name(body.name.as_deref().unwrap_or_default())?;
     let id = state.create_account(name, body.plan.as_deref(), body.limit_overrides.as_ref()).await?;
     let token = issue_for(&state, id, "owner", &Scope::ALL, Default::default()).await?;
     let account = accounts::get(&state.pool, id).await?.ok_or_else(|| ApiError::not_found("account"))?;
-    Ok(ok(json!({ "account": AccountView::new(&state, account), "token": token })))
+    let view = AccountView::new(&state, account);
+    state.audit(id, &operated.actor, Change::new("account", id, "account.create").to(&view)).await;
+    state.audit(id, &operated.actor, token_created(&token)).await;
+    Ok(ok(json!({ "account": view, "token": token })))
 }
 
 pub async fn get(state: Data, _: Operated<Read>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
@@ -119,17 +123,26 @@ pub struct UpdateAccount {
 /// enforced on every node within about a second.
 pub async fn update(
     state: Data,
-    _: Operated<Write>,
+    operated: Operated<Write>,
     id: PathId<AccountId>,
     body: ApiJson<UpdateAccount>,
 ) -> ApiResult<HttpResponse> {
     let body = body.0;
+    let before = accounts::get(&state.pool, id.0).await?.ok_or_else(|| ApiError::not_found("account"))?;
     let update = AccountUpdate {
         name: body.name.as_deref().map(account_name).transpose()?,
         plan: body.plan.as_deref(),
         limit_overrides: body.limit_overrides.as_ref(),
     };
-    found(&state, state.update_account(id.0, update).await?)
+    let after = state.update_account(id.0, update).await?.ok_or_else(|| ApiError::not_found("account"))?;
+    let change = Change::new("account", id.0, "account.update").from(changed_part(&before)).to(changed_part(&after));
+    state.audit(id.0, &operated.actor, change).await;
+    found(&state, Some(after))
+}
+
+/// What an update can change, as the audit log records it before and after.
+fn changed_part(row: &AccountRow) -> Value {
+    json!({ "name": row.name, "plan": row.plan, "limit_overrides": row.limit_overrides })
 }
 
 #[derive(Deserialize)]
@@ -143,20 +156,29 @@ pub struct Suspend {
 /// reason.
 pub async fn suspend(
     state: Data,
-    _: Operated<Write>,
+    operated: Operated<Write>,
     id: PathId<AccountId>,
     body: ApiJson<Suspend>,
 ) -> ApiResult<HttpResponse> {
     let reason = body.0.reason.as_deref().map(status_reason).transpose()?;
     let row = accounts::set_status(&state.pool, id.0, AccountStatus::Suspended, reason).await?;
     state.refresh_standing().await?;
+    if row.is_some() {
+        let change =
+            Change::new("account", id.0, "account.suspend").to(json!({ "status": "suspended", "reason": reason }));
+        state.audit(id.0, &operated.actor, change).await;
+    }
     changed_status(&state, id.0, row).await
 }
 
 /// Resumes a suspended account: it is served again as it was.
-pub async fn resume(state: Data, _: Operated<Write>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
+pub async fn resume(state: Data, operated: Operated<Write>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
     let row = accounts::set_status(&state.pool, id.0, AccountStatus::Active, None).await?;
     state.refresh_standing().await?;
+    if row.is_some() {
+        let change = Change::new("account", id.0, "account.resume").to(json!({ "status": "active" }));
+        state.audit(id.0, &operated.actor, change).await;
+    }
     changed_status(&state, id.0, row).await
 }
 
@@ -205,8 +227,10 @@ impl DeletionView {
 
 /// Deletes the account: its tokens at once, its requests refused on every node within about a second,
 /// its queues and messages by a background task on any node. Asking again answers how far it went.
-pub async fn delete(state: Data, _: Operated<Write>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
-    Ok(ok(DeletionView::new(id.0, state.delete_account(id.0).await?)?))
+pub async fn delete(state: Data, operated: Operated<Write>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
+    let deletion = state.delete_account(id.0).await?;
+    state.audit(id.0, &operated.actor, Change::new("account", id.0, "account.delete")).await;
+    Ok(ok(DeletionView::new(id.0, deletion)?))
 }
 
 /// How far the account's deletion went.

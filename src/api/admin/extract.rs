@@ -8,8 +8,9 @@ use std::pin::Pin;
 
 use actix_web::{web, FromRequest, HttpRequest};
 
-use crate::api::extract::{bearer, missing_bearer};
+use crate::api::extract::{bearer, client_address, missing_bearer, request_id};
 use crate::auth::{Operator, OperatorScope, Token, TokenKind};
+use crate::engine::audit::Actor;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 
@@ -29,6 +30,8 @@ impl OperatorRequirement for Write {
 
 pub struct Operated<R> {
     pub operator: Operator,
+    /// Who asks, as the audit log records it.
+    pub actor: Actor,
     _requirement: PhantomData<R>,
 }
 
@@ -39,6 +42,7 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         let state = req.app_data::<web::Data<Engine>>().expect("the engine is registered").clone();
         let bearer = bearer(req);
+        let (ip, request_id) = (client_address(req), request_id(req));
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
             let Some(operator) = state.operators.verify(&text).await? else {
@@ -56,7 +60,8 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
                     format!("this operator token lacks the {} scope this endpoint needs", R::SCOPE.as_str()),
                 ));
             }
-            Ok(Self { operator, _requirement: PhantomData })
+            let actor = Actor { operator: true, token_id: operator.token_id.0, ip, request_id };
+            Ok(Self { operator, actor, _requirement: PhantomData })
         })
     }
 }

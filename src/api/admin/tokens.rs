@@ -7,7 +7,7 @@ use chrono::Utc;
 use super::extract::{Operated, Read, Write};
 use crate::api::envelope::{ok, ApiJson};
 use crate::api::extract::PathId;
-use crate::api::tokens::{issue_for, list_of, revoke_of, CreateToken};
+use crate::api::tokens::{issue_for, list_of, revoke_of, token_created, CreateToken};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, TokenId};
@@ -18,7 +18,7 @@ type Data = web::Data<Engine>;
 
 pub async fn create(
     state: Data,
-    _: Operated<Write>,
+    operated: Operated<Write>,
     account: PathId<AccountId>,
     body: ApiJson<CreateToken>,
 ) -> ApiResult<HttpResponse> {
@@ -28,7 +28,9 @@ pub async fn create(
     }
     let account = row.id;
     let (name, scopes, validity) = body.0.checked(Utc::now())?;
-    Ok(ok(issue_for(&state, account, &name, &scopes, validity).await?))
+    let view = issue_for(&state, account, &name, &scopes, validity).await?;
+    state.audit(account, &operated.actor, token_created(&view)).await;
+    Ok(ok(view))
 }
 
 pub async fn list(
@@ -42,11 +44,11 @@ pub async fn list(
 
 pub async fn revoke(
     state: Data,
-    _: Operated<Write>,
+    operated: Operated<Write>,
     account: PathId<AccountId>,
     id: PathId<TokenId>,
 ) -> ApiResult<HttpResponse> {
-    revoke_of(&state, existing(&state, account.0).await?, id.0).await
+    revoke_of(&state, existing(&state, account.0).await?, &operated.actor, id.0).await
 }
 
 /// The account, when it exists; a 404 otherwise.
