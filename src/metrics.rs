@@ -34,6 +34,7 @@ pub struct Metrics {
     pub long_poll_looks_skipped: IntCounter,
     pub long_poll_looks: IntCounter,
     pub publishes_held_back: IntCounterVec,
+    pub auth_refusals: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
@@ -196,8 +197,14 @@ impl Default for Metrics {
             publishes_held_back: counter_vec(
                 &r,
                 "skiplock_publishes_held_back_total",
-                "Publishes over their account's publish rate on this node, by outcome: delayed (waited for their share) or refused (429).",
+                "Publishes held back on this node by their account's publish rate, by outcome: delayed (waited for their share) or refused (429).",
                 &["outcome"],
+            ),
+            auth_refusals: counter_vec(
+                &r,
+                "skiplock_auth_refusals_total",
+                "Requests refused while authenticating, by reason: invalid_token (unknown, revoked, wrong or of the other API), address_cooling (a token not verified here, from an address with too many failures), outside_window, address_refused, account_refused (suspended or deleted), missing_scope.",
+                &["reason"],
             ),
             deliveries: counter_vec(
                 &r,

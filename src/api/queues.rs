@@ -24,6 +24,12 @@ pub async fn find_queue(state: &Engine, queue: OwnedQueue) -> ApiResult<QueueRow
     store::queues::get(&state.pool, queue).await?.ok_or_else(ApiError::queue_not_found)
 }
 
+/// A queue as the audit log records it: its name and settings (its consumers have entries of their own).
+fn audited(queue: &QueueRow) -> serde_json::Value {
+    let view = QueueView::new(queue, &[]);
+    json!({ "queue_id": view.queue_id, "queue_name": view.queue_name, "settings": view.settings })
+}
+
 async fn view(state: &Engine, queue: &QueueRow) -> ApiResult<QueueView> {
     let consumers = store::consumers::list(&state.pool, queue.account_id, &[queue.id]).await?;
     Ok(QueueView::new(queue, &consumers))
@@ -45,7 +51,7 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let settings = QueueSettings::default().apply(&body.settings)?;
     let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
     let queue = state.create_queue(auth.account_id(), &name, settings, jurisdiction).await?;
-    let change = Change::new("queue", queue.id, "queue.create").to(QueueView::new(&queue, &[]));
+    let change = Change::new("queue", queue.id, "queue.create").to(audited(&queue));
     state.audit(auth.account_id(), &auth.actor, change).await;
     Ok(ok(QueueView::new(&queue, &[])))
 }
@@ -124,9 +130,7 @@ async fn update(
     let base = if replace { QueueSettings::default() } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
     let updated = state.update_queue(owned, &queue, &name, settings).await?;
-    let change = Change::new("queue", owned.id(), "queue.update")
-        .from(QueueView::new(&queue, &[]))
-        .to(QueueView::new(&updated, &[]));
+    let change = Change::new("queue", owned.id(), "queue.update").from(audited(&queue)).to(audited(&updated));
     state.audit(owned.account(), actor, change).await;
     Ok(ok(view(&state, &updated).await?))
 }
@@ -142,7 +146,7 @@ pub async fn patch(state: Data, at: AuthedQueue<QueuesWrite>, body: ApiJson<Upda
 pub async fn delete(state: Data, at: AuthedQueue<QueuesWrite>) -> ApiResult<HttpResponse> {
     let queue = find_queue(&state, at.queue).await?;
     state.delete_queue(at.queue).await?;
-    let change = Change::new("queue", at.queue.id(), "queue.delete").from(QueueView::new(&queue, &[]));
+    let change = Change::new("queue", at.queue.id(), "queue.delete").from(audited(&queue));
     state.audit(at.queue.account(), &at.auth.actor, change).await;
     Ok(ok(json!({})))
 }

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use super::books::TokenBook;
-use super::failures::Failures;
+use super::failures::TokenFailures;
 use super::token::Token;
 
 pub const CACHE_TTL: Duration = Duration::from_secs(5);
@@ -42,7 +42,7 @@ pub struct Verifier<B: TokenBook> {
     hashing: tokio::sync::Semaphore,
     hashes_run: AtomicU64,
     /// Wrong secrets per token id, which cool a guessed-at id down.
-    failures: Failures,
+    failures: TokenFailures,
     /// Secrets refused without hashing, their token id cooling down.
     refused_cooling: AtomicU64,
     cache: Mutex<HashMap<Key, Cached<B::Principal>>>,
@@ -63,7 +63,7 @@ impl<B: TokenBook> Verifier<B> {
             ttl,
             hashing: tokio::sync::Semaphore::new(MAX_CONCURRENT_HASHES),
             hashes_run: AtomicU64::new(0),
-            failures: Failures::default(),
+            failures: TokenFailures::default(),
             refused_cooling: AtomicU64::new(0),
             cache: Mutex::default(),
             checking: Mutex::default(),
@@ -92,6 +92,12 @@ impl<B: TokenBook> Verifier<B> {
         let principal = checked.principal.clone();
         self.remember(key, checked);
         Ok(principal)
+    }
+
+    /// Whether this node verified `text` as a good token lately (its cache says so, no query).
+    pub fn known_good(&self, text: &str) -> bool {
+        let key: Key = Sha256::digest(text.as_bytes()).into();
+        self.fresh(&key).is_some_and(|principal| principal.is_some())
     }
 
     /// How many times argon2 has run.

@@ -63,6 +63,8 @@ pub struct Engine {
     pub verifier: Verifier<AccountTokens>,
     /// The operator's tokens.
     pub operators: Verifier<OperatorTokens>,
+    /// Failed authentications per client address, both APIs together.
+    pub addresses: crate::auth::failures::AddressFailures,
     /// Which accounts are suspended.
     pub standing: standing::Standing,
     /// The limits in force for each account: its plan's and its own over the node's.
@@ -94,6 +96,7 @@ impl Engine {
         let engine = Arc::new(Engine {
             verifier: Verifier::new(pool.clone()),
             operators: Verifier::new(pool.clone()),
+            addresses: Default::default(),
             standing: standing::Standing::default(),
             plans: PlanBook::new(limits),
             request_rate: RateLimiter::default(),

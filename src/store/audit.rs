@@ -28,7 +28,8 @@ pub async fn record(pool: &PgPool, entry: &NewEntry<'_>) -> Result<(), sqlx::Err
         "insert into audit_logs (id, account_id, actor_type, actor_id, actor_ip, request_id, resource_type,
                                  resource_id, action, old_value, new_value)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::jsonb, $11::text::jsonb)",
-        Uuid::new_v4(),
+        // Time-ordered, so that entries of one moment keep the order they were written in.
+        Uuid::now_v7(),
         entry.account.0,
         entry.actor_type,
         entry.actor_id,

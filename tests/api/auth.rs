@@ -198,7 +198,7 @@ async fn argon2_runs_once_per_token_and_revocation_still_takes_effect(pool: PgPo
 /// still gets in without waiting, and one it has not seen gets in at the next second's try.
 #[sqlx::test]
 async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool: PgPool) {
-    use skiplock::auth::failures::MOST_FAILURES;
+    let most_failures = skiplock::auth::failures::PER_TOKEN.most;
     let account = skiplock::store::accounts::create(&pool, "acme", "default").await.unwrap();
     let (_, token) = skiplock::auth::issue(&pool, account, "ci", &Scope::ALL).await.unwrap();
     let ttl = Duration::from_millis(200);
@@ -207,15 +207,15 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
     // Distinct wrong secrets for the same id, so that no cached refusal answers for them.
     let stem = &token[..token.len() - 6];
     let forged = |i: u32| format!("{stem}{i:06}");
-    for i in 0..MOST_FAILURES {
+    for i in 0..most_failures {
         assert!(verifier.verify(&forged(i)).await.unwrap().is_none());
     }
-    assert_eq!(verifier.hashes_run(), 1 + u64::from(MOST_FAILURES));
+    assert_eq!(verifier.hashes_run(), 1 + u64::from(most_failures));
     for i in 0..20 {
         assert!(verifier.verify(&forged(100 + i)).await.unwrap().is_none());
     }
     // Twenty more wrong secrets hashed (at most a try a second once cooling; a slow machine may get two).
-    assert!(verifier.hashes_run() <= 3 + u64::from(MOST_FAILURES), "hashed {}", verifier.hashes_run());
+    assert!(verifier.hashes_run() <= 3 + u64::from(most_failures), "hashed {}", verifier.hashes_run());
     assert!(verifier.refused_cooling() >= 18, "refused unheard {}", verifier.refused_cooling());
 
     // The holder this node knows: the outcome cached, and once stale, the row read but nothing hashed.
@@ -225,7 +225,7 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
 
     // A node that has not seen the right secret hears it at the next second's try.
     let fresh = skiplock::auth::Verifier::<skiplock::auth::AccountTokens>::with_ttl(pool.clone(), ttl);
-    for i in 0..MOST_FAILURES {
+    for i in 0..most_failures {
         assert!(fresh.verify(&forged(i)).await.unwrap().is_none());
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -233,4 +233,26 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
         assert!(Instant::now() < deadline, "the holder's right secret was never heard while cooling");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// An address that keeps failing to authenticate (random token ids here, a row read each) is cooled
+/// down: its next unverified token is refused unheard with a 429 and Retry-After, while a token this node
+/// verified before still gets in from it at once; refusals are counted by reason.
+#[sqlx::test]
+async fn an_address_that_keeps_failing_is_cooled_down_but_a_verified_token_gets_in(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    app.get("queues").await.expect_ok();
+    let most = skiplock::auth::failures::PER_ADDRESS.most;
+    let random = || format!("skl_{}{}", uuid::Uuid::new_v4().simple(), &app.token[36..]);
+    for _ in 0..most {
+        app.raw(Method::GET, &app.url("queues"), Some(&random()), None).await.expect_error(401);
+    }
+    let cooled = app.raw(Method::GET, &app.url("queues"), Some(&random()), None).await;
+    let message = cooled.expect_error(429);
+    assert!(message.contains("too many failed authentications from this address"), "{message}");
+    assert_eq!(cooled.headers["retry-after"], "60");
+    app.get("queues").await.expect_ok();
+    let refusals = |reason: &str| app.metrics.auth_refusals.with_label_values(&[reason]).get();
+    assert_eq!(refusals("invalid_token"), u64::from(most));
+    assert_eq!(refusals("address_cooling"), 1);
 }

@@ -200,7 +200,12 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 let on_own_collection = prefix.contains(&mallory.to_string())
                     && matches!(
                         path.split('?').next().unwrap(),
-                        "queues" | "stats/queues" | "tokens" | "limits" | "audit_logs" | "event_subscriptions/subscriptions"
+                        "queues"
+                            | "stats/queues"
+                            | "tokens"
+                            | "limits"
+                            | "audit_logs"
+                            | "event_subscriptions/subscriptions"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);

@@ -162,23 +162,23 @@ pub async fn suspend(
 ) -> ApiResult<HttpResponse> {
     let reason = body.0.reason.as_deref().map(status_reason).transpose()?;
     let row = accounts::set_status(&state.pool, id.0, AccountStatus::Suspended, reason).await?;
-    state.refresh_standing().await?;
     if row.is_some() {
         let change =
             Change::new("account", id.0, "account.suspend").to(json!({ "status": "suspended", "reason": reason }));
         state.audit(id.0, &operated.actor, change).await;
     }
+    state.refresh_standing().await?;
     changed_status(&state, id.0, row).await
 }
 
 /// Resumes a suspended account: it is served again as it was.
 pub async fn resume(state: Data, operated: Operated<Write>, id: PathId<AccountId>) -> ApiResult<HttpResponse> {
     let row = accounts::set_status(&state.pool, id.0, AccountStatus::Active, None).await?;
-    state.refresh_standing().await?;
     if row.is_some() {
         let change = Change::new("account", id.0, "account.resume").to(json!({ "status": "active" }));
         state.audit(id.0, &operated.actor, change).await;
     }
+    state.refresh_standing().await?;
     changed_status(&state, id.0, row).await
 }
 

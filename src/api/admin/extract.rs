@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 use actix_web::{web, FromRequest, HttpRequest};
 
-use crate::api::extract::{bearer, client_address, missing_bearer, request_id};
+use crate::api::extract::{bearer, client_address, cooling_address, failed_from, missing_bearer, request_id};
 use crate::auth::{Operator, OperatorScope, Token, TokenKind};
 use crate::engine::audit::Actor;
 use crate::engine::Engine;
@@ -45,7 +45,9 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
         let (ip, request_id) = (client_address(req), request_id(req));
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
+            cooling_address(&state, ip, &text)?;
             let Some(operator) = state.operators.verify(&text).await? else {
+                failed_from(&state, ip);
                 let account = Token::parse(&text).is_some_and(|t| t.kind == TokenKind::Account);
                 let message = if account {
                     "an account's token cannot use the operator API; use an operator token (sko_...)"
@@ -55,6 +57,7 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
                 return Err(ApiError::new(Kind::Unauthorized, message));
             };
             if !operator.has(R::SCOPE) {
+                state.metrics.auth_refusals.with_label_values(&["missing_scope"]).inc();
                 return Err(ApiError::new(
                     Kind::MissingScope,
                     format!("this operator token lacks the {} scope this endpoint needs", R::SCOPE.as_str()),
