@@ -106,7 +106,8 @@ async fn publish_at_rate(host: &str, request: &Request, phase: Duration) -> anyh
     Ok(times)
 }
 
-/// Sends wrong tokens on one connection until `end`, each answered 401; returns how many were sent.
+/// Sends wrong tokens on one connection until `end`, each answered 401, or 429 once the address cools
+/// down; returns how many were sent.
 async fn flood(host: &str, path: &str, token: &str, wrong: Wrong, end: Instant) -> anyhow::Result<u64> {
     let mut connection = Connection::open(host).await?;
     // skl_<id>_<secret>: the secret (or the id) made anew for each request.
@@ -122,7 +123,7 @@ async fn flood(host: &str, path: &str, token: &str, wrong: Wrong, end: Instant) 
         };
         // The server may close a connection after a refusal whose body it did not read: open another.
         match connection.send(&Request::post(host, path, &text, b"{\"body\": \"x\"}")).await {
-            Ok(answer) if answer.status == 401 => sent += 1,
+            Ok(answer) if answer.status == 401 || answer.status == 429 => sent += 1,
             Ok(answer) => bail!("a wrong token was answered {}", answer.status),
             Err(_) => connection = Connection::open(host).await?,
         }
