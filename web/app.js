@@ -11,6 +11,7 @@ import { renderSignIn } from './views/signin.js';
 import { renderQueues } from './views/queues.js';
 import { renderQueue, forgetHistory } from './views/queue.js';
 import { renderTokens } from './views/tokens.js';
+import { renderAudit, auditQuery } from './views/audit.js';
 import { renderAccounts, renderAccount, ACCOUNT_STATUSES } from './views/operator.js';
 import { renderPlans, renderPlan } from './views/operator/plans.js';
 import { PLAN_NAME_RE } from './views/operator/plan-select.js';
@@ -283,6 +284,9 @@ function route() {
     } else if (hash === '#/tokens') {
       setNav('tokens');
       cleanup = renderTokens(main, ctx);
+    } else if ((m = /^#\/audit(?:\?(.*))?$/.exec(hash))) {
+      setNav('audit');
+      cleanup = renderAudit(main, ctx, auditQuery(m[1]));
     } else {
       setNav(null);
       cleanup = renderNotFound(main, ctx);

@@ -5,7 +5,8 @@ use crate::helpers::spawn_app;
 /// The dashboard, end to end in headless Chromium (tests/e2e/dashboard.test.mjs, driven by Playwright):
 /// sign in with a token alone, create a queue, send, watch the backlog, peek, purge, tokens, sign out;
 /// an account id typed that is not the token's; a wrong token; a missing scope; an unreachable server;
-/// and the operator view on the admin address (tests/e2e/operator.test.mjs, plans.test.mjs, deletion.test.mjs).
+/// the audit log (tests/e2e/audit.test.mjs), and the operator view on the admin address
+/// (tests/e2e/operator.test.mjs, plans.test.mjs, deletion.test.mjs).
 /// Screenshots land in tests/e2e/artifacts/.
 #[sqlx::test]
 async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {

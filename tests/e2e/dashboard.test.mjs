@@ -19,27 +19,17 @@
 // met in time. Every page also fails the test on any console error or uncaught exception, except
 // the network errors a test provokes on purpose (a refused token, a missing scope, a dead server).
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import {
-  ARTIFACTS, DESKTOP, PHONE, WAIT, RUN, address, launch, close, openPage, assertNoConsoleErrors,
+  ARTIFACTS, DESKTOP, PHONE, WAIT, RUN, TOKEN, ACCOUNT, address, tenantHooks, openPage, assertNoConsoleErrors,
   assertNotLeaked, waitForText, waitFor, shot, steps, signInAt, confirm,
 } from './support.mjs';
 
 const BASE = address('SKIPLOCK_URL');
-const TOKEN = process.env.SKIPLOCK_TOKEN || '';
-const ACCOUNT = process.env.SKIPLOCK_ACCOUNT || '';
-
-before(async () => {
-  const missing = ['SKIPLOCK_URL', 'SKIPLOCK_TOKEN', 'SKIPLOCK_ACCOUNT'].filter((k) => !process.env[k]);
-  assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/dashboard.test.mjs`);
-  assert.match(ACCOUNT, /^[0-9a-f]{32}$/, 'SKIPLOCK_ACCOUNT must be a 32-character hex account id');
-  await launch();
-});
-
-after(close);
+tenantHooks();
 
 // ---- helpers ------------------------------------------------------------------------------------
 

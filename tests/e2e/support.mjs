@@ -4,8 +4,10 @@
 // own process, so the browser here is that file's.
 //
 // Environment: SKIPLOCK_E2E_ARTIFACTS (default tests/e2e/artifacts) for the screenshots, CHROMIUM
-// (default /usr/bin/chromium).
+// (default /usr/bin/chromium); for the tenant's tests (tenantHooks), SKIPLOCK_URL, SKIPLOCK_TOKEN and
+// SKIPLOCK_ACCOUNT (see the top of tests/e2e/dashboard.test.mjs).
 
+import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -43,6 +45,27 @@ export async function launch() {
 export async function close() {
   if (browser) await browser.close();
   browser = null;
+}
+
+/** The tenant's token, with every scope in its account. */
+export const TOKEN = process.env.SKIPLOCK_TOKEN || '';
+/** That token's account id. */
+export const ACCOUNT = process.env.SKIPLOCK_ACCOUNT || '';
+
+/**
+ * Registers the tenant test file's `before` and `after`; call it at the file's top level, as node:test
+ * wants. Before: fails at once on a missing address, token or account id (rather than in every step),
+ * then starts the browser. After: closes it. (The operator's tests have operatorHooks, in
+ * operator-support.mjs.)
+ */
+export function tenantHooks() {
+  before(async () => {
+    const missing = ['SKIPLOCK_URL', 'SKIPLOCK_TOKEN', 'SKIPLOCK_ACCOUNT'].filter((k) => !process.env[k]);
+    assert.deepEqual(missing, [], `set ${missing.join(', ')}: see the top of tests/e2e/dashboard.test.mjs`);
+    assert.match(ACCOUNT, /^[0-9a-f]{32}$/, 'SKIPLOCK_ACCOUNT must be a 32-character hex account id');
+    await launch();
+  });
+  after(close);
 }
 
 /**

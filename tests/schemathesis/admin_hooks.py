@@ -24,6 +24,12 @@ They keep the run meaningful without changing what the server is asked to accept
   as above, while an account deleted since then may have been deleted earlier in the same sequence, after
   which a 200 is reported as a use after free (a deleted account stays readable, as its record). Only
   when the run has deleted no such account yet is the read left on the account under test.
+- `GET /audit_logs?account_id=...` answers any well-formed id (an id no account has answers no entries), so
+  a generated one is valid as it is; but a random id would only ever read an empty log. Outside the stateful
+  phase every other well-formed `account_id` goes to the account under test, whose log fills as the run
+  renames, suspends and resumes it and issues and revokes its tokens, so that entries are checked against
+  the AuditLog schema on the filtered read too (the unfiltered read answers every account's). Malformed ones
+  are left for the server to refuse.
 Nothing else needs steering: suspending, renaming or resuming the account under test, and changing its
 limits or the default plan's, only affect the tenant API, and the run's own operator token cannot be
 revoked through this API.
@@ -57,7 +63,7 @@ CREATED_ACCOUNTS: list[str] = []
 DELETED_BEFORE_LAST_CREATE: list[str] = []
 DELETED_SINCE_LAST_CREATE: list[str] = []
 # Counts the steered calls outside the stateful phase, to alternate between their two targets.
-_TURNS = {"delete": 0, "deletion": 0}
+_TURNS = {"delete": 0, "deletion": 0, "audit": 0}
 
 
 def _well_formed_plan(name) -> bool:
@@ -106,6 +112,17 @@ def _steer_account_deletion(case, method: str, path: str):
             deleted = DELETED_BEFORE_LAST_CREATE + DELETED_SINCE_LAST_CREATE
             if deleted:
                 params["account_id"] = deleted[-1]
+
+
+def _steer_audit_account(case, method: str, path: str):
+    if method != "get" or path != "/admin/v1/audit_logs" or not _well_formed_account(PROTECTED_ACCOUNT):
+        return
+    query = case.query
+    if not isinstance(query, dict) or not _well_formed_account(query.get("account_id")):
+        # No account_id reads every account's entries; a malformed one is the server's to refuse.
+        return
+    if _alternate(case, "audit"):
+        query["account_id"] = PROTECTED_ACCOUNT
 
 
 def _result(response):
@@ -158,6 +175,7 @@ def before_call(context, case, kwargs):
         if _well_formed_plan(name) and name not in PLANS and name not in DELETED_PLANS:
             params["plan_name"] = DEFAULT_PLAN
     _steer_account_deletion(case, method, path)
+    _steer_audit_account(case, method, path)
 
 
 @schemathesis.hook

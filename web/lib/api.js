@@ -216,6 +216,13 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     // plan and limits (skiplock extension)
     /** {plan, limits}: the account's plan and every limit it is held to. */
     getLimits: () => result('GET', acct('/limits')),
+    // audit log (any token of the account)
+    /**
+     * A page of the account's audit log, newest first: {items, info}. `action` (an action type, such
+     * as queue.create), `since` (at or after) and `before` (RFC 3339) filter it.
+     */
+    listAuditLogs: ({ action, since, before, page: number = 1, perPage = 20 } = {}) =>
+      page(acct(`/audit_logs${query({ 'action.type': action, since, before, page: number, per_page: perPage })}`)),
   };
 }
 
@@ -270,5 +277,11 @@ export function createOperatorClient({ token }, onUnauthorized) {
     /** `limits` is a merge patch: a number sets a limit, null removes it. */
     updatePlan: (name, limits) => result('PATCH', plan(name), { limits }),
     deletePlan: (name) => result('DELETE', plan(name)),
+    // the audit log
+    /** A page of the account's audit log, newest first: {items, info}; filtered as the tenant's listAuditLogs. */
+    listAuditLogs: (accountId, { action, since, before, page: number = 1, perPage = 20 } = {}) =>
+      page(`/audit_logs${query({
+        account_id: accountId, 'action.type': action, since, before, page: number, per_page: perPage,
+      })}`),
   };
 }

@@ -1,15 +1,18 @@
 // The operator view (an `sko_` token, on the operator address): the accounts, a page at a time,
 // filtered by name, status and plan; create an account (on a plan; its first token shown once),
 // suspend and resume one. An account's page: its fields, rename, its plan and own limits, its tokens
-// (issue one on its behalf, revoke), and delete it, its deletion followed live
-// (views/operator/account-deletion.js). The plans have their pages in views/operator/plans.js.
+// (issue one on its behalf, revoke), its audit log (views/operator/account-audit.js), and delete it,
+// its deletion followed live (views/operator/account-deletion.js). The plans have their pages in
+// views/operator/plans.js.
 
-import { h, field, notice, num, badge, busy, date, confirmDialog, secretBox } from '../lib/dom.js';
+import { h, field, notice, badge, busy, date, confirmDialog, secretBox } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
+import { createPagedTable, pageRange } from '../lib/paged-table.js';
 import { createTokenPanel } from './tokens/panel.js';
 import { createPlanSelect } from './operator/plan-select.js';
 import { createAccountPlan } from './operator/account-plan.js';
 import { createAccountDeletion, isDeleted } from './operator/account-deletion.js';
+import { createAccountAudit } from './operator/account-audit.js';
 import { planHref } from './operator/plans.js';
 
 /** Accounts on a page of the list. */
@@ -193,23 +196,14 @@ export function renderAccounts(root, ctx, query) {
 
   // ---- list ----
   const listMsg = notice();
-  const count = h('span', { class: 'muted count', 'aria-live': 'polite' });
-  const tbody = h('tbody');
-  const table = h('table', { class: 'table table-cards', 'aria-label': 'Accounts', hidden: true },
-    h('thead', null, h('tr', null,
-      h('th', { scope: 'col' }, 'Account'),
-      h('th', { scope: 'col' }, 'Status'),
-      h('th', { scope: 'col' }, 'Plan'),
-      h('th', { scope: 'col' }, 'Account ID'),
-      h('th', { scope: 'col' }, 'Created'),
-      h('th', { scope: 'col', class: 'actions-col' }, h('span', { class: 'visually-hidden' }, 'Actions')))),
-    tbody);
-  const empty = h('div', { class: 'empty', hidden: true });
-  const loading = h('p', { class: 'muted loading' }, 'Loading accounts…');
-  const prev = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, '← Previous');
-  const next = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, 'Next →');
-  const pageOf = h('span', { class: 'muted pager-text', 'aria-live': 'polite' });
-  const pager = h('nav', { class: 'pager', 'aria-label': 'Account pages', hidden: true }, prev, pageOf, next);
+  const {
+    count, table, tbody, empty, loading, prev, next, pager, holdPage, showPage,
+  } = createPagedTable({
+    label: 'Accounts',
+    columns: ['Account', 'Status', 'Plan', 'Account ID', 'Created', 'Actions'],
+    loadingText: 'Loading accounts…',
+    pagerLabel: 'Account pages',
+  });
 
   root.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' },
@@ -267,8 +261,7 @@ export function renderAccounts(root, ctx, query) {
   async function load() {
     asked += 1;
     const mine = asked;
-    prev.disabled = true;
-    next.disabled = true;
+    holdPage();
     filterBtn.disabled = true;
     let items;
     let info;
@@ -298,13 +291,8 @@ export function renderAccounts(root, ctx, query) {
     empty.replaceChildren(
       h('p', { class: 'empty-title' }, filtered ? 'No account matches' : 'No accounts yet'),
       h('p', { class: 'muted' }, filtered ? 'Change the filter, or clear it to see every account.' : 'Create the first account above.'));
-    const first = (info.page - 1) * info.per_page + 1;
-    const range = `${num(first)}–${num(first + items.length - 1)} of ${num(info.total_count)}`;
-    count.textContent = info.total_count ? `${range} ${info.total_count === 1 ? 'account' : 'accounts'}${filtered ? ' matching' : ''}` : '';
-    pager.hidden = info.total_pages <= 1;
-    pageOf.textContent = `Page ${num(info.page)} of ${num(info.total_pages)}`;
-    prev.disabled = info.page <= 1;
-    next.disabled = info.page >= info.total_pages;
+    count.textContent = info.total_count ? `${pageRange(info, items.length)} ${info.total_count === 1 ? 'account' : 'accounts'}${filtered ? ' matching' : ''}` : '';
+    showPage(info);
   }
 
   /** The plans, for the new account's plan and the filter (the list works without them). */
@@ -326,9 +314,9 @@ export function renderAccounts(root, ctx, query) {
 }
 
 /**
- * One account: its fields, rename, suspend or resume, its plan and own limits, its tokens, and delete
- * it. Once it is deleted or being deleted, it can no longer be suspended or given a token: the page
- * follows the deletion instead.
+ * One account: its fields, rename, suspend or resume, its plan and own limits, its tokens, its audit
+ * log, and delete it. Once it is deleted or being deleted, it can no longer be suspended or given a
+ * token: the page follows the deletion instead.
  */
 export function renderAccount(root, ctx, accountId) {
   ctx.setTitle('Account');
@@ -355,6 +343,7 @@ export function renderAccount(root, ctx, accountId) {
 
   const limits = createAccountPlan({ api, ctx, accountId, onSaved: (changed) => show(changed) });
   const deletion = createAccountDeletion({ api, ctx, accountId, onStatus: () => reload() });
+  const audit = createAccountAudit({ api, ctx, accountId });
 
   const tokens = createTokenPanel({
     ctx,
@@ -394,6 +383,8 @@ export function renderAccount(root, ctx, accountId) {
     if (document.activeElement !== nameInput) nameInput.value = account.name;
     limits.show(account);
     deletion.show(account);
+    // The account as it now is: read (again) what the log says of it, the change just made included.
+    audit.load();
   }
 
   /** Shows the account as the server has it now (after its deletion moved it to another status). */
@@ -449,6 +440,7 @@ export function renderAccount(root, ctx, accountId) {
       h('h2', { id: 'account-card-title' }, 'Account'), props, rename),
     limits.el,
     tokens.els,
+    audit.el,
     deletion.el);
   const loading = h('p', { class: 'muted loading' }, 'Loading the account…');
   const page = h('section', { class: 'page' },

@@ -3,6 +3,7 @@
 
 import { h, field, notice, num, bytes, age, badge, busy } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
+import { createPager, pageRange } from '../lib/paged-table.js';
 
 const NAME_RE = /^[a-z0-9-]{1,63}$/;
 /** Queues on a page of the list. */
@@ -72,10 +73,7 @@ export function renderQueues(root, ctx, page = 1) {
     h('p', { class: 'empty-title' }, 'No queues yet'),
     h('p', { class: 'muted' }, 'Create a queue above, then send it a test message from its page.'));
   const loading = h('p', { class: 'muted loading' }, 'Loading queues…');
-  const prev = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, '← Previous');
-  const next = h('button', { type: 'button', class: 'btn btn-sm', disabled: true }, 'Next →');
-  const pageOf = h('span', { class: 'muted pager-text', 'aria-live': 'polite' });
-  const pager = h('nav', { class: 'pager', 'aria-label': 'Queue pages', hidden: true }, prev, pageOf, next);
+  const { prev, next, pager, holdPage, showPage } = createPager({ label: 'Queue pages' });
 
   root.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' },
@@ -118,8 +116,7 @@ export function renderQueues(root, ctx, page = 1) {
     const hash = page > 1 ? `#/queues?page=${page}` : '#/queues';
     if (replace) history.replaceState(null, '', hash);
     else history.pushState(null, '', hash);
-    prev.disabled = true;
-    next.disabled = true;
+    holdPage();
     poller.now();
   }
   prev.addEventListener('click', () => go(page - 1));
@@ -155,13 +152,8 @@ export function renderQueues(root, ctx, page = 1) {
     tbody.replaceChildren(...stats.map((s) => row(s, byId.get(s.queue_id))));
     table.hidden = stats.length === 0;
     empty.hidden = info.total_count !== 0;
-    const first = (info.page - 1) * info.per_page + 1;
-    const range = `${num(first)}–${num(first + stats.length - 1)} of ${num(info.total_count)}`;
-    count.textContent = info.total_count ? `${range} ${info.total_count === 1 ? 'queue' : 'queues'}` : '';
-    pager.hidden = info.total_pages <= 1;
-    pageOf.textContent = `Page ${num(info.page)} of ${num(info.total_pages)}`;
-    prev.disabled = info.page <= 1;
-    next.disabled = info.page >= info.total_pages;
+    count.textContent = info.total_count ? `${pageRange(info, stats.length)} ${info.total_count === 1 ? 'queue' : 'queues'}` : '';
+    showPage(info);
     updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
     updated.classList.remove('live-stale');
   });
