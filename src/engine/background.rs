@@ -92,7 +92,7 @@ impl Engine {
         });
         self.periodic(
             tasks,
-            "reading the suspended accounts",
+            "reading the refused accounts",
             Pace::Every(standing::STANDING_EVERY),
             stop,
             |e| async move { e.refresh_standing().await },
