@@ -26,6 +26,11 @@ if [ -z "$${DATABASE_URL:-}" ]; then
 fi
 endef
 
+# DATABASE_URL as given, or the private cluster's server (the benchmarks make databases of their own on it).
+define cluster_db
+if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+endef
+
 run:
 	@$(service_db)
 	cargo build --release --quiet
@@ -55,7 +60,7 @@ test: venv
 	bash tests/e2e/setup.sh
 	bash tests/clients/setup.sh
 	scripts/fuzz.sh 10
-	if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	$(cluster_db)
 	scripts/statement-audit.sh reset
 	cargo test --workspace --quiet -- --test-threads=6
 	# The statement audit: every statement of src/store/ ran in the suite above (docs/testing.md).
@@ -66,7 +71,7 @@ test: venv
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (docs/benchmarks.md).
 latency:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench latency --rate $${RATE:-1000} --seconds $${SECONDS_:-20}
 
@@ -83,28 +88,28 @@ bench-quick:
 # W7 publish -> long-poll receive latency at 1,000 messages/s with 16 pullers waiting, and the CPU that
 # 1,000 idle waiting pulls cost (docs/benchmarks.md), each on a fresh database: about 3 minutes.
 bench-long-poll:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench long-poll
 
 # Wrong-token floods beside a good tenant publishing 100 msg/s: its p99 against alone, the flood's rate and
 # the node's peak RSS (docs/benchmarks.md, "Wrong-token floods"): about 2 minutes.
 bench-flood:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench flood
 
 # W11 cluster-wide rate: an account on a plan of 2,000 published messages/s, through one node and then two
 # (docs/benchmarks.md, "Rates across nodes"): about a minute.
 bench-cluster-rate:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench cluster-rate
 
 # W12 delete under fire: an account of 100,000 messages over 100 queues deleted while a neighbour publishes
 # 1,000 msg/s through another node, the node working on it SIGKILLed part-way (docs/benchmarks.md): a few minutes.
 bench-delete:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench delete-under-fire
 
@@ -113,7 +118,7 @@ bench-delete:
 # 17 minutes. HORIZON_ARGS passes flags (a short trial: --before-minutes 1 --held-minutes 2
 # --after-minutes 1 --cycle-messages 20000); scripts/plot-horizon.py draws the JSON it writes.
 bench-horizon:
-	@if [ -z "$${DATABASE_URL:-}" ]; then url="$$(scripts/pg.sh start)"; export DATABASE_URL="$$url"; fi
+	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench horizon $${HORIZON_ARGS:-}
 

@@ -4,6 +4,7 @@
 //! the neighbour's publish p99 before and during the deletion, how long the deletion took, and checks that
 //! every row of the deleted account is gone and every message the neighbour was answered for is there.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -51,8 +52,13 @@ pub async fn run(args: DeleteUnderFireArgs) -> anyhow::Result<()> {
     let mut db = PgConnection::connect(&env.database_url).await?;
 
     // The neighbour's publishes through the second node: alone first, then through the deletion.
-    let publisher =
-        Publisher { client: env.client.clone(), url: publish_url, token: env.token.clone(), rate: args.rate };
+    let publisher = Publisher {
+        client: env.client.clone(),
+        url: publish_url,
+        token: env.token.clone(),
+        rate: args.rate,
+        times: Arc::default(),
+    };
     let before = publisher.run_for(Duration::from_secs(args.before_seconds)).await?;
     // The second node is paused while the deletion starts, so that the first one takes it: that is the node
     // then killed.
@@ -99,7 +105,7 @@ pub async fn run(args: DeleteUnderFireArgs) -> anyhow::Result<()> {
     }
     let took = started.elapsed();
     during.abort();
-    let during = publisher.last_times().await;
+    let during = publisher.last_times();
     let left: i64 = sqlx::query_scalar(
         "select (select count(*) from queues where account_id = $1::uuid)
               + (select count(*) from consumers where account_id = $1::uuid)
@@ -158,21 +164,20 @@ async fn signal(pid: u32, which: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Single publishes at a steady rate, each timed; the times of the run going on are kept where
-/// `last_times` reads them.
+/// Single publishes at a steady rate, each timed into `times`, where a run stopped from outside still
+/// leaves what it measured.
 #[derive(Clone)]
 struct Publisher {
     client: reqwest::Client,
     url: String,
     token: String,
     rate: u32,
+    times: Arc<Mutex<Vec<Duration>>>,
 }
-
-static LAST: tokio::sync::Mutex<Vec<Duration>> = tokio::sync::Mutex::const_new(Vec::new());
 
 impl Publisher {
     async fn run_for(&self, length: Duration) -> anyhow::Result<Vec<Duration>> {
-        LAST.lock().await.clear();
+        self.times.lock().expect("times lock").clear();
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(self.rate)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let end = Instant::now() + length;
@@ -180,6 +185,7 @@ impl Publisher {
         while Instant::now() < end {
             tick.tick().await;
             let (client, url, token) = (self.client.clone(), self.url.clone(), self.token.clone());
+            let times = self.times.clone();
             inflight.spawn(async move {
                 let sent = Instant::now();
                 let resp = client
@@ -192,7 +198,7 @@ impl Publisher {
                     bail!("the neighbour's publish answered {}", resp.status());
                 }
                 let took = sent.elapsed();
-                LAST.lock().await.push(took);
+                times.lock().expect("times lock").push(took);
                 anyhow::Ok(took)
             });
             while let Some(done) = inflight.try_join_next() {
@@ -202,10 +208,10 @@ impl Publisher {
         while let Some(done) = inflight.join_next().await {
             done??;
         }
-        Ok(LAST.lock().await.clone())
+        Ok(self.last_times())
     }
 
-    async fn last_times(&self) -> Vec<Duration> {
-        LAST.lock().await.clone()
+    fn last_times(&self) -> Vec<Duration> {
+        self.times.lock().expect("times lock").clone()
     }
 }

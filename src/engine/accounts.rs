@@ -39,25 +39,29 @@ impl Engine {
         Ok(id)
     }
 
-    /// Changes an account; None when there is no such account.
-    pub async fn update_account(&self, id: AccountId, update: AccountUpdate<'_>) -> ApiResult<Option<AccountRow>> {
+    /// Changes an account: the account as it was and as it is now, or None when there is no such account.
+    pub async fn update_account(
+        &self,
+        id: AccountId,
+        update: AccountUpdate<'_>,
+    ) -> ApiResult<Option<(AccountRow, AccountRow)>> {
         let plan = update.plan.map(plan_name).transpose()?;
+        let Some(before) = store::accounts::get(&self.pool, id).await? else { return Ok(None) };
         let overrides = match update.limit_overrides {
             None => None,
             Some(patch) => {
-                let Some(account) = store::accounts::get(&self.pool, id).await? else { return Ok(None) };
-                let current = LimitSet::stored(&account.limit_overrides).0;
+                let current = LimitSet::stored(&before.limit_overrides).0;
                 Some(current.patched("limit_overrides", patch)?.to_json())
             }
         };
         let change = AccountChange { name: update.name, plan, limit_overrides: overrides.as_ref() };
-        let row = store::accounts::update(&self.pool, id, &change)
+        let after = store::accounts::update(&self.pool, id, &change)
             .await
             .map_err(|e| no_such_plan(e, plan.unwrap_or_default()))?;
         if plan.is_some() || overrides.is_some() {
             self.refresh_plans().await?;
         }
-        Ok(row)
+        Ok(after.map(|after| (before, after)))
     }
 }
 

@@ -27,7 +27,7 @@ pub async fn start(pool: &PgPool, account: AccountId) -> Result<bool, sqlx::Erro
     if found.is_none() {
         return Ok(false);
     }
-    sqlx::query!("delete from api_tokens where account_id = $1", account.0).execute(&mut *tx).await?;
+    super::tokens::delete_all(&mut *tx, account).await?;
     tx.commit().await?;
     Ok(true)
 }
@@ -128,7 +128,7 @@ pub async fn finish(pool: &PgPool, account: AccountId, settled_seconds: f64) -> 
     .fetch_optional(&mut *tx)
     .await?;
     if done == Some(true) {
-        sqlx::query!("delete from api_tokens where account_id = $1", account.0).execute(&mut *tx).await?;
+        super::tokens::delete_all(&mut *tx, account).await?;
         sqlx::query!(
             "update accounts set plan = 'default', limit_overrides = '{}' where id = $1 and plan <> 'default'",
             account.0

@@ -122,3 +122,9 @@ pub async fn revoke_by_operator(db: impl PgExecutor<'_>, id: TokenId) -> Result<
         .await?;
     Ok(done.rows_affected() == 1)
 }
+
+/// Deletes every token of the account (its deletion): none of them works from then on.
+pub async fn delete_all(db: impl PgExecutor<'_>, account: AccountId) -> Result<u64, sqlx::Error> {
+    let gone = sqlx::query!("delete from api_tokens where account_id = $1", account.0).execute(db).await?;
+    Ok(gone.rows_affected())
+}

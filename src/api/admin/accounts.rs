@@ -128,13 +128,12 @@ pub async fn update(
     body: ApiJson<UpdateAccount>,
 ) -> ApiResult<HttpResponse> {
     let body = body.0;
-    let before = accounts::get(&state.pool, id.0).await?.ok_or_else(|| ApiError::not_found("account"))?;
     let update = AccountUpdate {
         name: body.name.as_deref().map(account_name).transpose()?,
         plan: body.plan.as_deref(),
         limit_overrides: body.limit_overrides.as_ref(),
     };
-    let after = state.update_account(id.0, update).await?.ok_or_else(|| ApiError::not_found("account"))?;
+    let (before, after) = state.update_account(id.0, update).await?.ok_or_else(|| ApiError::not_found("account"))?;
     let change = Change::new("account", id.0, "account.update").from(changed_part(&before)).to(changed_part(&after));
     state.audit(id.0, &operated.actor, change).await;
     found(&state, Some(after))
