@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-flood bench-cluster-rate bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -105,6 +105,13 @@ bench-cluster-rate:
 	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench cluster-rate
+
+# W13 message sizes: W1 and W2 with 1 MiB bodies beside 1 KiB ones, in messages/s and MB/s, for an account
+# on a plan that allows 1 MiB messages (docs/benchmarks.md, "Message sizes"): about a minute.
+bench-sizes:
+	@$(cluster_db)
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench sizes
 
 # W12 delete under fire: an account of 100,000 messages over 100 queues deleted while a neighbour publishes
 # 1,000 msg/s through another node, the node working on it SIGKILLed part-way (docs/benchmarks.md): a few minutes.

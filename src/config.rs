@@ -71,6 +71,14 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_MAX_WAITING_PULLS", default_value_t = Limits::default().max_waiting_pulls,
           value_parser = clap::value_parser!(i64).range(0..=1_000_000))]
     max_waiting_pulls: i64,
+    /// The largest message body in bytes (Cloudflare's 128 KB by default; up to 1 MiB).
+    #[arg(long, env = "SKIPLOCK_MAX_MESSAGE_BYTES", default_value_t = Limits::default().max_message_bytes,
+          value_parser = clap::value_parser!(i64).range(1_000..=1_048_576))]
+    max_message_bytes: i64,
+    /// The longest retention a queue may be given, in seconds (Cloudflare's 14 days by default).
+    #[arg(long, env = "SKIPLOCK_MAX_RETENTION_SECONDS", default_value_t = Limits::default().max_retention_seconds,
+          value_parser = clap::value_parser!(i64).range(60..=1_209_600))]
+    max_retention_seconds: i64,
     /// How long a generation of the message tables stays current before an empty one takes its place,
     /// in milliseconds (docs/operations.md, "A held snapshot").
     #[arg(long, env = "SKIPLOCK_GENERATION_EVERY_MS", default_value_t = 10_000,
@@ -142,6 +150,8 @@ impl From<SettingsArgs> for Settings {
                 max_queues_per_account: a.max_queues,
                 max_backlog_bytes_per_queue: a.max_backlog_bytes,
                 max_waiting_pulls: a.max_waiting_pulls,
+                max_message_bytes: a.max_message_bytes,
+                max_retention_seconds: a.max_retention_seconds,
             },
             db_pool_size: a.db_pool_size,
             log_filter: a.log,

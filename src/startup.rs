@@ -64,6 +64,8 @@ impl Node {
             queues_per_account = limits.max_queues_per_account,
             backlog_bytes_per_queue = limits.max_backlog_bytes_per_queue,
             waiting_pulls = limits.max_waiting_pulls,
+            message_bytes = limits.max_message_bytes,
+            retention_seconds = limits.max_retention_seconds,
             "limits per account where its plan sets none (0: none; rates across the nodes)"
         );
         let mut tasks = tokio::task::JoinSet::new();

@@ -12,6 +12,8 @@
 //!       a good tenant's publish p99 beside wrong secrets of a real token id, then random token ids.
 //!   skiplock-bench cluster-rate [--rate 2000 --seconds 15]
 //!       W11 cluster-wide rate: an account on a plan of N msg/s publishing through one node, then two.
+//!   skiplock-bench sizes [--seconds 10]
+//!       W13 message sizes: W1 and W2 with 1 MiB bodies beside 1 KiB ones, messages/s and MB/s.
 //!   skiplock-bench delete-under-fire [--queues 100 --per-queue 1000 --rate 1000]
 //!       W12: an account deleted while a neighbour publishes through another node; the working node killed.
 //!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
@@ -48,6 +50,7 @@ mod neighbour;
 mod peers;
 mod rabbitmq;
 mod setup;
+mod sizes;
 mod spread;
 mod suite;
 
@@ -96,6 +99,8 @@ enum Command {
     Horizon(horizon::HorizonArgs),
     /// W11 cluster-wide rate: an account's plan rate through one node, then two.
     ClusterRate(cluster_rate::ClusterRateArgs),
+    /// W13 message sizes: W1 and W2 with 1 MiB bodies beside 1 KiB ones.
+    Sizes(sizes::SizesArgs),
     /// W12 delete under fire: an account deleted beside a publishing neighbour, the working node killed.
     DeleteUnderFire(delete_under_fire::DeleteUnderFireArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
@@ -121,6 +126,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Flood(args) => flood::run(args).await,
         Command::Horizon(args) => horizon::run(args).await,
         Command::ClusterRate(args) => cluster_rate::run(args).await,
+        Command::Sizes(args) => sizes::run(args).await,
         Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,

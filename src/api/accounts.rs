@@ -12,7 +12,6 @@ use crate::api::extract::{Authed, TokenOnly};
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
-use crate::queue::plan::LimitSet;
 use crate::store::{self, accounts::AccountRow};
 
 type Data = web::Data<Engine>;
@@ -67,11 +66,11 @@ pub async fn get(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse
 }
 
 /// `GET /accounts/{id}/limits` (a skiplock extension): the account's plan and every limit it is held to,
-/// so that a client can pace itself and a user can see why a request was held back.
+/// so that a client can pace itself and a user can see why a request was held back. The limits are those
+/// this node enforces, so that what the answer says is what the next request meets.
 pub async fn limits(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
     let account = own_account(&state, auth.account_id()).await?;
-    let overrides = LimitSet::stored(&account.limit_overrides).0;
-    Ok(ok(json!({ "plan": account.plan, "limits": state.plans.resolve(&account.plan, &overrides) })))
+    Ok(ok(json!({ "plan": account.plan, "limits": state.limits_of(auth.account_id()) })))
 }
 
 /// `GET /memberships`: the token's account as an accepted membership, the shape wrangler reads; paged as

@@ -5,13 +5,15 @@ use std::future::Future;
 use std::pin::Pin;
 
 use actix_web::error::PayloadError;
+use actix_web::http::header::CONTENT_LENGTH;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ApiError, Kind};
 
-/// The largest request body accepted: a full batch whose text is all six-byte `\u` escapes still fits.
+/// The largest request body accepted (publishes of plans with larger messages excepted): a full batch of
+/// Cloudflare's sizes whose text is all six-byte `\u` escapes still fits.
 pub const MAX_REQUEST_BYTES: usize = 2 * 1024 * 1024;
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -80,28 +82,56 @@ impl FromRequest for RawBody {
     fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
         let bytes = web::Bytes::from_request(req, payload);
         Box::pin(async move {
-            // A client that sends its body too slowly holds a connection; cut it off.
-            let bytes = tokio::time::timeout(BODY_TIMEOUT, bytes).await.map_err(|_| {
-                ApiError::new(
-                    Kind::BodyTimeout,
-                    format!("the request body took longer than {BODY_TIMEOUT:?} to arrive"),
-                )
+            let bytes = within_time(bytes).await?.map_err(|e| match e.as_error::<PayloadError>() {
+                Some(PayloadError::Overflow) => too_large(MAX_REQUEST_BYTES),
+                _ if e.to_string().contains("overflow") => too_large(MAX_REQUEST_BYTES),
+                _ => unreadable(e),
             })?;
-            let bytes = bytes.map_err(|e| match e.as_error::<PayloadError>() {
-                Some(PayloadError::Overflow) => too_large(),
-                _ if e.to_string().contains("overflow") => too_large(),
-                _ => ApiError::invalid(format!("could not read the request body: {e}")),
-            })?;
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                return Ok(RawBody(web::Bytes::from_static(b"{}")));
-            }
-            Ok(RawBody(bytes))
+            Ok(RawBody::of(bytes))
         })
     }
 }
 
-fn too_large() -> ApiError {
-    ApiError::new(Kind::BatchTooLarge, format!("the request body is larger than {MAX_REQUEST_BYTES} bytes"))
+impl RawBody {
+    /// Reads a body of at most `limit` bytes from a payload its handler took whole: a publish's limit is its
+    /// account's plan's, known only once the caller is, so a larger body is refused before it is read.
+    pub async fn read(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Self, ApiError> {
+        let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|length| length > limit) {
+            return Err(too_large(limit));
+        }
+        let bytes = within_time(payload.to_bytes_limited(limit)).await?.map_err(|_| too_large(limit))?;
+        Ok(RawBody::of(bytes.map_err(unreadable)?))
+    }
+
+    /// An empty body reads as `{}`.
+    fn of(bytes: web::Bytes) -> Self {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return RawBody(web::Bytes::from_static(b"{}"));
+        }
+        RawBody(bytes)
+    }
+}
+
+/// The largest publish request an account whose batches may total `batch_bytes` may send: a batch whose
+/// text is all six-byte `\u` escapes, with room for the rest of the request.
+pub fn publish_request_bytes(batch_bytes: usize) -> usize {
+    MAX_REQUEST_BYTES.max(batch_bytes * 6 + 64 * 1024)
+}
+
+/// A client that sends its body too slowly holds a connection; cut it off.
+async fn within_time<T>(read: impl Future<Output = T>) -> Result<T, ApiError> {
+    tokio::time::timeout(BODY_TIMEOUT, read).await.map_err(|_| {
+        ApiError::new(Kind::BodyTimeout, format!("the request body took longer than {BODY_TIMEOUT:?} to arrive"))
+    })
+}
+
+fn unreadable(e: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(format!("could not read the request body: {e}"))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(Kind::BatchTooLarge, format!("the request body is larger than {limit} bytes"))
 }
 
 /// Decodes a request body in one pass when it is valid; only a body that fails is read again, to tell

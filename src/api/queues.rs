@@ -48,7 +48,8 @@ pub async fn create(state: Data, auth: Authed<QueuesWrite>, body: ApiJson<Create
     let body = body.0;
     let raw_name = body.queue_name.ok_or_else(|| ApiError::invalid("queue_name is required"))?;
     let name = QueueName::parse("queue_name", &raw_name)?;
-    let settings = QueueSettings::default().apply(&body.settings)?;
+    let longest = state.limits_of(auth.account_id()).max_retention_seconds;
+    let settings = QueueSettings::defaults_within(longest).apply(&body.settings)?;
     let jurisdiction = body.jurisdiction.as_deref().map(Jurisdiction::parse).transpose()?;
     let queue = state.create_queue(auth.account_id(), &name, settings, jurisdiction).await?;
     let change = Change::new("queue", queue.id, "queue.create").to(audited(&queue));
@@ -127,7 +128,8 @@ async fn update(
             ));
         }
     }
-    let base = if replace { QueueSettings::default() } else { queue.settings() };
+    let longest = state.limits_of(owned.account()).max_retention_seconds;
+    let base = if replace { QueueSettings::defaults_within(longest) } else { queue.settings() };
     let settings = base.apply(&body.settings)?;
     let updated = state.update_queue(owned, &queue, &name, settings).await?;
     let change = Change::new("queue", owned.id(), "queue.update").from(audited(&queue)).to(audited(&updated));

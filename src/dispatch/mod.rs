@@ -31,6 +31,7 @@ use crate::engine::Engine;
 use crate::ids::{ConsumerId, MessageId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
+use crate::queue::message;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{AckedBatch, StoredMessage};
 use crate::store::owned::OwnedQueue;
@@ -254,7 +255,21 @@ impl Dispatcher {
         });
         let settle_at_once = claim.messages.iter().any(|m| m.ordering_key.is_some());
         let (messages, secrets) = (claim.messages, claim.secrets);
-        Ok(Batch { messages, slot, secrets, next_due, settle_at_once, route })
+        Ok(self.fit(c, Batch { messages, slot, secrets, next_due, settle_at_once, route }).await)
+    }
+
+    /// The batch within the bytes a batch of its account may total (see `Limits::sizes`): the messages past
+    /// them go back to the queue at once, their attempts untouched, for the next batch.
+    async fn fit(&self, c: &WebhookConsumer, mut batch: Batch) -> Batch {
+        let budget = self.engine.limits_of(c.queue.account()).sizes().batch;
+        let keep = message::within_bytes(batch.messages.iter().map(|m| m.body.len()), budget);
+        if keep < batch.messages.len() {
+            let rest = batch.messages.split_off(keep);
+            let leases: Vec<_> = rest.iter().map(|m| (m.id, m.attempts)).collect();
+            self.engine.delivery.give_back(c.queue, &leases).await;
+            batch.next_due = Some(Duration::ZERO);
+        }
+        batch
     }
 
     /// Claims one batch and delivers it now, whatever the batching settings: for tests and tools that

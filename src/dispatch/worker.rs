@@ -247,7 +247,10 @@ async fn take_leased(
             return Err(err);
         }
     };
-    deliver(dispatcher, consumer, dispatcher.adopt(route, leased), place, in_flight, shutdown);
+    let batch = dispatcher.fit(consumer, dispatcher.adopt(route, leased)).await;
+    // Messages past the batch's bytes went back to the queue: look again at once.
+    let left = if batch.next_due == Some(Duration::ZERO) { Some(Duration::ZERO) } else { left };
+    deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
     Ok(Next::Wait(left))
 }
 

@@ -21,7 +21,9 @@ impl Engine {
         settings: QueueSettings,
         jurisdiction: Option<Jurisdiction>,
     ) -> ApiResult<QueueRow> {
-        let max = self.limits_of(account).max_queues_per_account;
+        let limits = self.limits_of(account);
+        settings.check_retention(limits.max_retention_seconds)?;
+        let max = limits.max_queues_per_account;
         if store::queues::count(&self.pool, account).await? >= max {
             return Err(ApiError::new(
                 Kind::QueueQuota,
@@ -40,6 +42,10 @@ impl Engine {
         name: &QueueName,
         settings: QueueSettings,
     ) -> ApiResult<QueueRow> {
+        // A queue kept longer than a later plan allows stays so until its retention is changed.
+        if settings.message_retention_period != i64::from(current.message_retention_period) {
+            settings.check_retention(self.limits_of(queue.account()).max_retention_seconds)?;
+        }
         let pausing = settings.delivery_paused && !current.delivery_paused;
         let updated =
             store::queues::update(&self.pool, queue, name, settings).await?.ok_or_else(ApiError::queue_not_found)?;

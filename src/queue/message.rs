@@ -11,8 +11,25 @@ use serde_json::value::RawValue;
 use super::settings::MAX_DELAY_SECONDS;
 use super::{invalid, Invalid, InvalidKind};
 
+/// Cloudflare's limits, a plan's unless it sets another largest message.
 pub const MAX_MESSAGE_BYTES: usize = 128_000;
 pub const MAX_BATCH_BYTES: usize = 256_000;
+/// The range a plan's largest message may be set in: up to 1 MiB, SQS's limit since 2025.
+pub const MIN_MESSAGE_BYTES_LIMIT: usize = 1_000;
+pub const MAX_MESSAGE_BYTES_LIMIT: usize = 1_048_576;
+
+/// The sizes a publish is held to, as its account's plan sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    pub message: usize,
+    pub batch: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Self { message: MAX_MESSAGE_BYTES, batch: MAX_BATCH_BYTES }
+    }
+}
 pub const MAX_BATCH_MESSAGES: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +146,12 @@ pub struct PublishInput<'a> {
 /// the message's delay, else the batch's, else (None) the queue's. `request` is the request body the
 /// input was decoded from: a `json` body, or a `text` one without escapes, is stored as a slice of it
 /// rather than copied (copies of bodies were a sixth of the service's time under batch publishes).
-pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, request: &Bytes) -> Result<NewMessage, Invalid> {
+pub fn prepare(
+    input: PublishInput<'_>,
+    batch_delay: Option<i64>,
+    request: &Bytes,
+    sizes: Sizes,
+) -> Result<NewMessage, Invalid> {
     let field = input.field;
     let content_type = ContentType::parse(format_args!("{field}.content_type"), input.content_type)?;
     let body = input.body.ok_or_else(|| invalid(format!("{field}.body is required")))?;
@@ -154,10 +176,10 @@ pub fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>, request: &Byte
                 .map_err(|e| invalid(format!("{field}.body must be base64 for content_type bytes: {e}")))?
         }
     };
-    if bytes.len() > MAX_MESSAGE_BYTES {
+    if bytes.len() > sizes.message {
         return Err(Invalid {
             kind: InvalidKind::MessageTooLarge,
-            message: format!("{field}.body is {} bytes; a message may be at most {MAX_MESSAGE_BYTES}", bytes.len()),
+            message: format!("{field}.body is {} bytes; a message may be at most {}", bytes.len(), sizes.message),
         });
     }
     let delay_seconds = match input.delay_seconds {
@@ -193,7 +215,7 @@ pub fn check_delay(field: impl fmt::Display, seconds: i64) -> Result<i64, Invali
 }
 
 /// Checks a whole batch against the count and total size limits.
-pub fn check_batch(messages: &[NewMessage]) -> Result<(), Invalid> {
+pub fn check_batch(messages: &[NewMessage], sizes: Sizes) -> Result<(), Invalid> {
     if messages.len() > MAX_BATCH_MESSAGES {
         return Err(Invalid {
             kind: InvalidKind::TooManyMessages,
@@ -201,13 +223,24 @@ pub fn check_batch(messages: &[NewMessage]) -> Result<(), Invalid> {
         });
     }
     let total: usize = messages.iter().map(|m| m.body.len()).sum();
-    if total > MAX_BATCH_BYTES {
+    if total > sizes.batch {
         return Err(Invalid {
             kind: InvalidKind::BatchTooLarge,
-            message: format!("the batch's bodies total {total} bytes; a batch may be at most {MAX_BATCH_BYTES}"),
+            message: format!("the batch's bodies total {total} bytes; a batch may be at most {}", sizes.batch),
         });
     }
     Ok(())
+}
+
+/// How many of the leading bodies of `sizes` one delivery takes within `budget` bytes: at least one,
+/// however large, so that a message larger than the budget still goes, alone.
+pub fn within_bytes(sizes: impl IntoIterator<Item = usize>, budget: usize) -> usize {
+    let mut total = 0;
+    let taken = sizes.into_iter().take_while(|size| {
+        total += size;
+        total <= budget
+    });
+    taken.count().max(1)
 }
 
 /// A stored body as pull and peek return it: `text` as a string, `json` and `bytes` as base64 (as
@@ -276,7 +309,7 @@ mod tests {
     }
 
     fn prepare(input: PublishInput<'_>, batch_delay: Option<i64>) -> Result<NewMessage, Invalid> {
-        super::prepare(input, batch_delay, &Bytes::new())
+        super::prepare(input, batch_delay, &Bytes::new(), Sizes::default())
     }
 
     fn input<'a>(body: &'a RawValue, ct: Option<&'a str>, delay: Option<i64>) -> PublishInput<'a> {
@@ -316,11 +349,11 @@ mod tests {
         let request = Bytes::from_static(br#"{"body": {"a": 1}, "text": "plain"}"#);
         let text = std::str::from_utf8(&request).unwrap();
         let json: &RawValue = serde_json::from_str(&text[9..17]).unwrap();
-        let stored = super::prepare(input(json, None, None), None, &request).unwrap().body;
+        let stored = super::prepare(input(json, None, None), None, &request, Sizes::default()).unwrap().body;
         assert_eq!(stored, &br#"{"a": 1}"#[..]);
         assert_eq!(stored.as_ptr(), request[9..].as_ptr(), "not copied");
         let plain: &RawValue = serde_json::from_str(&text[27..34]).unwrap();
-        let stored = super::prepare(input(plain, Some("text"), None), None, &request).unwrap().body;
+        let stored = super::prepare(input(plain, Some("text"), None), None, &request, Sizes::default()).unwrap().body;
         assert_eq!((stored.as_ref(), stored.as_ptr()), (&b"plain"[..], request[28..].as_ptr()));
     }
 
@@ -353,6 +386,23 @@ mod tests {
         let big = raw(Value::String("x".repeat(MAX_MESSAGE_BYTES + 1)));
         let err = prepare(input(&big, Some("text"), None), None).unwrap_err();
         assert_eq!(err.kind, InvalidKind::MessageTooLarge);
+        // A plan that allows larger messages takes it, and a batch of one such message.
+        let sizes = Sizes { message: 1_048_576, batch: 1_048_576 };
+        assert!(super::prepare(input(&big, Some("text"), None), None, &Bytes::new(), sizes).is_ok());
+        let half = raw(Value::String("x".repeat(600_000)));
+        let stored = super::prepare(input(&half, Some("text"), None), None, &Bytes::new(), sizes).unwrap();
+        assert!(check_batch(std::slice::from_ref(&stored), sizes).is_ok());
+        let err = check_batch(&[stored.clone(), stored], sizes).unwrap_err();
+        assert_eq!(err.kind, InvalidKind::BatchTooLarge);
+        assert!(err.message.contains("total 1200000 bytes; a batch may be at most 1048576"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_delivery_takes_the_leading_bodies_within_its_bytes() {
+        assert_eq!(within_bytes([100, 100, 100], 250), 2);
+        assert_eq!(within_bytes([100, 150, 1], 250), 2, "stops at the first that does not fit, keeping order");
+        assert_eq!(within_bytes([300, 1], 250), 1, "a body larger than the budget goes alone");
+        assert_eq!(within_bytes([1; 10], 250), 10);
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use super::message;
+use super::settings::{MAX_RETENTION_SECONDS, MIN_RETENTION_SECONDS};
 use super::{invalid, Invalid};
 
 /// The limits in force for an account.
@@ -24,6 +26,10 @@ pub struct Limits {
     pub max_backlog_bytes_per_queue: i64,
     /// Long-polling pulls waiting at once per account on each node.
     pub max_waiting_pulls: i64,
+    /// The largest message body, in bytes: Cloudflare's 128 KB by default, up to 1 MiB (SQS's limit).
+    pub max_message_bytes: i64,
+    /// The longest a queue of the account may keep a message (its `message_retention_period`), in seconds.
+    pub max_retention_seconds: i64,
 }
 
 impl Default for Limits {
@@ -35,7 +41,18 @@ impl Default for Limits {
             max_queues_per_account: 1_000,
             max_backlog_bytes_per_queue: 25_000_000_000,
             max_waiting_pulls: 1_000,
+            max_message_bytes: message::MAX_MESSAGE_BYTES as i64,
+            max_retention_seconds: MAX_RETENTION_SECONDS,
         }
+    }
+}
+
+impl Limits {
+    /// The sizes a publish is held to. A batch's bodies, published or delivered to a webhook, may total
+    /// Cloudflare's 256 KB, or one message of the largest size the plan allows.
+    pub fn sizes(&self) -> message::Sizes {
+        let largest = self.max_message_bytes as usize;
+        message::Sizes { message: largest, batch: message::MAX_BATCH_BYTES.max(largest) }
     }
 }
 
@@ -47,7 +64,7 @@ struct Field {
     set: fn(&mut Limits, i64),
 }
 
-const FIELDS: [Field; 6] = [
+const FIELDS: [Field; 8] = [
     Field { name: "rate_per_second", min: 0, max: 10_000_000, set: |l, v| l.rate_per_second = v as u32 },
     Field { name: "rate_burst", min: 0, max: 10_000_000, set: |l, v| l.rate_burst = v as u32 },
     Field {
@@ -64,6 +81,18 @@ const FIELDS: [Field; 6] = [
         set: |l, v| l.max_backlog_bytes_per_queue = v,
     },
     Field { name: "max_waiting_pulls", min: 0, max: 1_000_000, set: |l, v| l.max_waiting_pulls = v },
+    Field {
+        name: "max_message_bytes",
+        min: message::MIN_MESSAGE_BYTES_LIMIT as i64,
+        max: message::MAX_MESSAGE_BYTES_LIMIT as i64,
+        set: |l, v| l.max_message_bytes = v,
+    },
+    Field {
+        name: "max_retention_seconds",
+        min: MIN_RETENTION_SECONDS,
+        max: MAX_RETENTION_SECONDS,
+        set: |l, v| l.max_retention_seconds = v,
+    },
 ];
 
 /// Some of the limits, as a plan or an account's overrides set them; the others come from below.

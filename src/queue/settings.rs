@@ -112,6 +112,24 @@ impl Default for QueueSettings {
 }
 
 impl QueueSettings {
+    /// Cloudflare's defaults, keeping messages no longer than `max_retention` seconds (a plan's longest).
+    pub fn defaults_within(max_retention: i64) -> Self {
+        let defaults = Self::default();
+        Self { message_retention_period: defaults.message_retention_period.min(max_retention), ..defaults }
+    }
+
+    /// Refuses a retention longer than the account's plan allows.
+    pub fn check_retention(&self, max_retention: i64) -> Result<(), Invalid> {
+        let retention = self.message_retention_period;
+        if retention > max_retention {
+            return Err(invalid(format!(
+                "settings.message_retention_period is {retention} seconds; this account's plan keeps messages \
+                 at most {max_retention} seconds"
+            )));
+        }
+        Ok(())
+    }
+
     /// Applies `input` over `self`: fields the input omits keep their current value. A PUT passes
     /// the defaults as `self`, a PATCH the stored settings.
     pub fn apply(self, input: &QueueSettingsInput) -> Result<Self, Invalid> {
@@ -145,6 +163,16 @@ impl QueueSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plans_longest_retention_bounds_the_default_and_refuses_longer() {
+        let day = QueueSettings::defaults_within(86_400);
+        assert_eq!(day.message_retention_period, 86_400);
+        assert_eq!(QueueSettings::defaults_within(MAX_RETENTION_SECONDS), QueueSettings::default());
+        assert!(day.check_retention(86_400).is_ok());
+        let err = QueueSettings::default().check_retention(86_400).unwrap_err();
+        assert!(err.message.contains("settings.message_retention_period") && err.message.contains("86400"));
+    }
 
     #[test]
     fn names_allow_lowercase_digits_and_dashes_only() {

@@ -19,6 +19,7 @@ mod extend;
 mod first_run;
 mod generations;
 mod idempotency;
+mod large_messages;
 mod listings;
 mod long_poll;
 mod messages_ack;

@@ -43,6 +43,9 @@ impl Answer {
     }
 }
 
+/// Deliveries of the largest messages a plan allows (1 MiB, base64 in a batch) fit.
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
 type Handler = Arc<dyn Fn(&Received) -> Answer + Send + Sync>;
 
 #[derive(Clone)]
@@ -102,11 +105,16 @@ impl Receiver {
             max_in_flight: Arc::default(),
         };
         let data = web::Data::new(state.clone());
-        let server = HttpServer::new(move || App::new().app_data(data.clone()).default_service(web::to(receive)))
-            .workers(2)
-            .disable_signals()
-            .bind("127.0.0.1:0")
-            .unwrap();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(data.clone())
+                .app_data(web::PayloadConfig::new(MAX_BODY))
+                .default_service(web::to(receive))
+        })
+        .workers(2)
+        .disable_signals()
+        .bind("127.0.0.1:0")
+        .unwrap();
         let port = server.addrs()[0].port();
         let server = server.run();
         let handle = server.handle();

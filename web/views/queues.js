@@ -28,7 +28,7 @@ export function renderQueues(root, ctx, page = 1) {
       h('summary', null, 'Settings (optional)'),
       h('div', { class: 'form-grid' },
         field('Delivery delay (seconds)', delay, { hint: '0 to 86,400 (24 h). Default 0.' }),
-        field('Message retention (seconds)', retention, { hint: '60 to 1,209,600 (14 days). Default 345,600 (4 days).' }))),
+        field('Message retention (seconds)', retention, { hint: '60 to 1,209,600 (14 days), at most your plan\'s longest retention. Default 345,600 (4 days), or your plan\'s longest if shorter.' }))),
     createMsg.el);
 
   form.addEventListener('submit', async (e) => {

@@ -4,11 +4,11 @@ use std::borrow::Cow;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::web::{self, Bytes};
-use actix_web::HttpResponse;
+use actix_web::{HttpRequest, HttpResponse};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::envelope::{decode, ok, RawBody};
+use crate::api::envelope::{decode, ok, publish_request_bytes, RawBody};
 use crate::api::extract::{AuthedQueue, QueuesWrite};
 use crate::api::views::BacklogMetrics;
 use crate::engine::Engine;
@@ -44,12 +44,24 @@ pub struct PublishBatch<'a> {
     delay_seconds: Option<i64>,
 }
 
-pub async fn publish(engine: Data, at: AuthedQueue<QueuesWrite>, body: RawBody) -> ApiResult<HttpResponse> {
+pub async fn publish(
+    engine: Data,
+    at: AuthedQueue<QueuesWrite>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let body = read(&engine, &at, &req, payload).await?;
     let message: PublishMessage = decode(&body.0)?;
     store_batch(&engine, at.queue, &body.0, &[(Field::Message, &message)], None).await
 }
 
-pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: RawBody) -> ApiResult<HttpResponse> {
+pub async fn publish_batch(
+    engine: Data,
+    at: AuthedQueue<QueuesWrite>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> ApiResult<HttpResponse> {
+    let body = read(&engine, &at, &req, payload).await?;
     let batch: PublishBatch = decode(&body.0)?;
     let messages = batch.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
     if messages.is_empty() {
@@ -65,6 +77,17 @@ pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: Raw
     store_batch(&engine, at.queue, &body.0, &named, batch.delay_seconds).await
 }
 
+/// The request body, read once the caller is known: its plan sets how large it may be.
+async fn read(
+    engine: &Engine,
+    at: &AuthedQueue<QueuesWrite>,
+    req: &HttpRequest,
+    payload: web::Payload,
+) -> ApiResult<RawBody> {
+    let sizes = engine.limits_of(at.queue.account()).sizes();
+    RawBody::read(req, payload, publish_request_bytes(sizes.batch)).await
+}
+
 /// Turns the messages into stored ones by the rules of `queue::message`, publishes them, and answers.
 async fn store_batch(
     engine: &Engine,
@@ -74,6 +97,7 @@ async fn store_batch(
     batch_delay: Option<i64>,
 ) -> ApiResult<HttpResponse> {
     let batch_delay = batch_delay.map(|d| check_delay("delay_seconds", d)).transpose()?;
+    let sizes = engine.limits_of(queue.account()).sizes();
     let prepared = messages
         .iter()
         .map(|(field, m)| {
@@ -85,10 +109,10 @@ async fn store_batch(
                 idempotency_key: m.idempotency_key.as_deref(),
                 ordering_key: m.ordering_key.as_deref(),
             };
-            message::prepare(input, batch_delay, request)
+            message::prepare(input, batch_delay, request, sizes)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    check_batch(&prepared)?;
+    check_batch(&prepared, sizes)?;
     let keyed = prepared.iter().any(|m| m.idempotency_key.is_some());
     let published = engine.publish(queue, prepared).await?;
     let metrics = published.backlog.as_ref().map_or(json!({}), |b| json!(BacklogMetrics::from(b)));

@@ -15,6 +15,31 @@ function byteWords(n) {
 }
 
 /**
+ * A message's or a batch's bytes: in binary units when the number is a whole number of them and not of
+ * the decimal ones ("1 MiB (1,048,576 bytes)"), else as byteWords ("128 kB (128,000 bytes)").
+ */
+function messageByteWords(n) {
+  const units = [[1024 * 1024, 'MiB'], [1024, 'KiB']];
+  const unit = units.find(([size]) => n >= size && n % size === 0 && n % 1000 !== 0);
+  return unit ? `${num(n / unit[0])} ${unit[1]} (${num(n)} bytes)` : byteWords(n);
+}
+
+/**
+ * Seconds in the largest unit they are a whole number of: "1 day (86,400 seconds)", "14 days (1,209,600
+ * seconds)", "25 hours (90,000 seconds)"; else in seconds alone.
+ */
+function secondsWords(n) {
+  const units = [[86_400, 'day'], [3_600, 'hour'], [60, 'minute']];
+  const unit = units.find(([size]) => n >= size && n % size === 0);
+  if (!unit) return `${num(n)} ${n === 1 ? 'second' : 'seconds'}`;
+  const v = n / unit[0];
+  return `${num(v)} ${unit[1]}${v === 1 ? '' : 's'} (${num(n)} seconds)`;
+}
+
+/** The most a publish batch's bodies may total: Cloudflare's 256,000 bytes, or one message of the largest size. */
+const BATCH_BYTES = 256_000;
+
+/**
  * The limits, in the API's order: `key` (the API's name), `label` (what it is called in words),
  * `field` (the operator's input), the range the server takes (`min`, `max`), what 0 means when it is
  * allowed (`zero`), `about` (what the number counts) and `words(value)`.
@@ -78,6 +103,24 @@ export const LIMITS = [
     words: (v) => (v === 0
       ? 'none: a pull may not wait (wait_time_ms 0)'
       : `up to ${num(v)} long ${v === 1 ? 'poll' : 'polls'} at once on each node`),
+  },
+  {
+    key: 'max_message_bytes',
+    label: 'Message size',
+    field: 'Largest message (bytes)',
+    min: 1_000,
+    max: 1_048_576,
+    about: `bytes of one message body; a batch may total ${num(BATCH_BYTES)} or this, the larger`,
+    words: (v) => `up to ${messageByteWords(v)} a message and ${messageByteWords(Math.max(BATCH_BYTES, v))} a batch`,
+  },
+  {
+    key: 'max_retention_seconds',
+    label: 'Message retention',
+    field: 'Longest retention (seconds)',
+    min: 60,
+    max: 1_209_600,
+    about: 'the longest retention a queue may be given; a new queue keeps 4 days or this, the shorter',
+    words: (v) => `queues keep messages up to ${secondsWords(v)}`,
   },
 ];
 

@@ -19,7 +19,7 @@ export function createSettings({ api, ctx, queueId, onSaved }) {
       const d = Number(delay.value);
       const r = Number(retention.value);
       delayHint.textContent = `0 to 86,400 s${delay.value !== '' && Number.isFinite(d) ? ` · now ${duration(d)}` : ''}`;
-      retentionHint.textContent = `60 s to 14 days${retention.value !== '' && Number.isFinite(r) ? ` · now ${duration(r)}` : ''}`;
+      retentionHint.textContent = `60 s to 14 days, at most your plan's longest retention${retention.value !== '' && Number.isFinite(r) ? ` · now ${duration(r)}` : ''}`;
     };
     delay.addEventListener('input', showHints);
     retention.addEventListener('input', showHints);
