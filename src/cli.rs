@@ -56,6 +56,20 @@ enum Command {
         #[command(subcommand)]
         command: OperatorCommand,
     },
+    /// The key that seals webhook signing secrets at rest (SKIPLOCK_SECRET_KEY).
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SecretsCommand {
+    /// Print a new random key, for SKIPLOCK_SECRET_KEY.
+    NewKey,
+    /// Seal every stored secret under SKIPLOCK_SECRET_KEY, opening those under SKIPLOCK_PREVIOUS_SECRET_KEYS;
+    /// safe while nodes run (give them both keys first; docs/operations.md, "Secrets at rest").
+    Rotate,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +145,10 @@ async fn operator_token(pool: &sqlx::PgPool, command: OperatorTokenCommand) -> a
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let settings = Settings::from(cli.settings);
     telemetry::init(&settings.log_filter, settings.log_json);
+    if let Command::Secrets { command: SecretsCommand::NewKey } = cli.command {
+        println!("{}", crate::auth::sealing::Keyring::new_key());
+        return Ok(());
+    }
     let pool = store::pool::connect(&settings.database_url, settings.db_pool_size).await?;
     match cli.command {
         Command::Serve { roles, no_migrate } => {
@@ -171,6 +189,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", json!({ "revoked": id }));
         }
         Command::Operator { command: OperatorCommand::Token { command } } => operator_token(&pool, command).await?,
+        Command::Secrets { command: SecretsCommand::NewKey } => unreachable!("answered before connecting"),
+        Command::Secrets { command: SecretsCommand::Rotate } => {
+            let keys = settings.keyring()?;
+            let key = keys.current_id().map(str::to_owned).ok_or_else(|| {
+                anyhow::anyhow!("SKIPLOCK_SECRET_KEY is not set: it names the key to seal the secrets under")
+            })?;
+            let sealed =
+                crate::engine::sealing::seal_at_rest(&pool, &keys, crate::engine::sealing::Reseal::All).await?;
+            println!("{}", json!({ "key_id": key, "consumers": sealed.consumers, "lease_key": sealed.lease_key }));
+        }
     }
     Ok(())
 }

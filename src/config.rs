@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Args;
 use ipnet::IpNet;
 
+use crate::auth::sealing::Keyring;
 use crate::engine::limits::Limits;
 use crate::engine::rotation::Rotation;
 
@@ -79,6 +80,17 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_MAX_RETENTION_SECONDS", default_value_t = Limits::default().max_retention_seconds,
           value_parser = clap::value_parser!(i64).range(60..=1_209_600))]
     max_retention_seconds: i64,
+    /// The key that seals webhook signing secrets and the lease key at rest: 32 bytes in base64
+    /// (`skiplock secrets new-key` makes one). Without it they are stored in the clear.
+    #[arg(long, env = "SKIPLOCK_SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// A file holding SKIPLOCK_SECRET_KEY instead (a mounted secret, say).
+    #[arg(long, env = "SKIPLOCK_SECRET_KEY_FILE", conflicts_with = "secret_key")]
+    secret_key_file: Option<std::path::PathBuf>,
+    /// Earlier keys, comma-separated, which open secrets sealed under them while `skiplock secrets rotate`
+    /// seals them again under the current key.
+    #[arg(long, env = "SKIPLOCK_PREVIOUS_SECRET_KEYS", value_delimiter = ',', hide_env_values = true)]
+    previous_secret_keys: Vec<String>,
     /// How long a generation of the message tables stays current before an empty one takes its place,
     /// in milliseconds (docs/operations.md, "A held snapshot").
     #[arg(long, env = "SKIPLOCK_GENERATION_EVERY_MS", default_value_t = 10_000,
@@ -129,6 +141,43 @@ pub struct Settings {
     pub activity_flush_every: Duration,
     /// How the message generations turn.
     pub rotation: Rotation,
+    pub secret_key: Option<SecretKey>,
+    pub previous_secret_keys: Vec<SecretKey>,
+}
+
+/// Where a sealing key comes from (never shown by `Debug`).
+#[derive(Clone)]
+pub enum SecretKey {
+    Given(String),
+    File(std::path::PathBuf),
+}
+
+impl std::fmt::Debug for SecretKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretKey::Given(_) => f.write_str("Given(…)"),
+            SecretKey::File(path) => f.debug_tuple("File").field(path).finish(),
+        }
+    }
+}
+
+impl Settings {
+    /// The node's keys for secrets at rest, from the settings; an error says what is wrong with them.
+    pub fn keyring(&self) -> anyhow::Result<Keyring> {
+        let current = self.secret_key.as_ref().map(SecretKey::read).transpose()?;
+        let previous = self.previous_secret_keys.iter().map(SecretKey::read).collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Keyring::new(current.as_deref(), &previous)?)
+    }
+}
+
+impl SecretKey {
+    fn read(&self) -> anyhow::Result<String> {
+        match self {
+            SecretKey::Given(key) => Ok(key.clone()),
+            SecretKey::File(path) => std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("SKIPLOCK_SECRET_KEY_FILE {}: {e}", path.display())),
+        }
+    }
 }
 
 impl From<SettingsArgs> for Settings {
@@ -159,6 +208,8 @@ impl From<SettingsArgs> for Settings {
             retention_sweep_every: Duration::from_secs(30),
             activity_flush_every: Duration::from_secs(2),
             rotation: Rotation { every: Duration::from_millis(a.generation_every_ms), ..Rotation::default() },
+            secret_key: a.secret_key.map(SecretKey::Given).or(a.secret_key_file.map(SecretKey::File)),
+            previous_secret_keys: a.previous_secret_keys.into_iter().map(SecretKey::Given).collect(),
         }
     }
 }

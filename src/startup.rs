@@ -15,6 +15,7 @@ use crate::dispatch::client::WebhookClient;
 use crate::dispatch::guard::AddressGuard;
 use crate::dispatch::{DispatchSettings, Dispatcher};
 use crate::engine::background::Cadences;
+use crate::engine::sealing::Reseal;
 use crate::engine::Engine;
 use crate::metrics::Metrics;
 
@@ -54,7 +55,15 @@ impl Node {
         pool: PgPool,
         stop: CancellationToken,
     ) -> anyhow::Result<Node> {
-        let engine = Engine::new(pool.clone(), Arc::new(Metrics::default()), settings.limits).await?;
+        let keys = settings.keyring()?;
+        // Secrets go under the current key before the node serves (and a database whose secrets this node
+        // cannot open is refused here, saying which key it needs).
+        let sealed = crate::engine::sealing::seal_at_rest(&pool, &keys, Reseal::Clear).await?;
+        match keys.current_id() {
+            Some(key) => tracing::info!(key, consumers = sealed.consumers, "webhook secrets sealed at rest"),
+            None => tracing::warn!("SKIPLOCK_SECRET_KEY is not set: webhook signing secrets are stored in the clear"),
+        }
+        let engine = Engine::new(pool.clone(), Arc::new(Metrics::default()), settings.limits, keys).await?;
         let limits = &settings.limits;
         // Every limit in force, said once, so that one holding a tenant back is never a surprise.
         tracing::info!(

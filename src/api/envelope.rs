@@ -92,18 +92,46 @@ impl FromRequest for RawBody {
     }
 }
 
-impl RawBody {
-    /// Reads a body of at most `limit` bytes from a payload its handler took whole: a publish's limit is its
-    /// account's plan's, known only once the caller is, so a larger body is refused before it is read.
-    pub async fn read(req: &HttpRequest, payload: web::Payload, limit: usize) -> Result<Self, ApiError> {
+/// A publish's request body. Its limit is its account's plan's, known only once the caller is: a body
+/// that says it is within the limit every plan allows is read at once, beside the authentication, as any
+/// other; a larger one, or one of unknown length, waits for the handler to say how much it may read, so that
+/// a body larger than the caller's plan allows is refused before it is read.
+pub enum PublishBody {
+    Read(RawBody),
+    Waiting(Option<usize>, web::Payload),
+}
+
+impl FromRequest for PublishBody {
+    type Error = ApiError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut actix_web::dev::Payload) -> Self::Future {
         let declared = req.headers().get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+        if declared.is_some_and(|length| length <= MAX_REQUEST_BYTES) {
+            let body = RawBody::from_request(req, payload);
+            return Box::pin(async move { body.await.map(PublishBody::Read) });
+        }
+        let waiting = web::Payload::from_request(req, payload);
+        Box::pin(async move { Ok(PublishBody::Waiting(declared, waiting.await.map_err(unreadable)?)) })
+    }
+}
+
+impl PublishBody {
+    /// The body, if it is at most `limit` bytes.
+    pub async fn within(self, limit: usize) -> Result<RawBody, ApiError> {
+        let (declared, payload) = match self {
+            PublishBody::Read(body) => return Ok(body),
+            PublishBody::Waiting(declared, payload) => (declared, payload),
+        };
         if declared.is_some_and(|length| length > limit) {
             return Err(too_large(limit));
         }
         let bytes = within_time(payload.to_bytes_limited(limit)).await?.map_err(|_| too_large(limit))?;
         Ok(RawBody::of(bytes.map_err(unreadable)?))
     }
+}
 
+impl RawBody {
     /// An empty body reads as `{}`.
     fn of(bytes: web::Bytes) -> Self {
         if bytes.iter().all(u8::is_ascii_whitespace) {

@@ -5,6 +5,7 @@
 pub mod books;
 pub mod failures;
 pub mod operator;
+pub mod sealing;
 pub mod token;
 pub mod verifier;
 

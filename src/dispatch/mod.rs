@@ -24,6 +24,7 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio::sync::mpsc;
 
+use crate::auth::sealing::Purpose;
 use crate::engine::delivery::{Answer, Route, RouteSettings};
 use crate::engine::slots::SlotPool;
 use crate::engine::wakeups::Offer;
@@ -289,6 +290,17 @@ impl Dispatcher {
         let timestamp = Utc::now().timestamp();
         // The claim's own reading of the secrets: the cached consumer may predate a rotation.
         let secrets = if batch.secrets.is_empty() { &c.secrets } else { &batch.secrets };
+        let opened = secrets.iter().map(|s| self.engine.keys.open_text(Purpose::WebhookSecret, s));
+        let secrets = match opened.collect::<Result<Vec<_>, _>>() {
+            Ok(secrets) => secrets,
+            Err(err) => {
+                // Sealed under a key this node lacks (nodes configured unlike): a node with it delivers.
+                tracing::error!(error = %err, consumer = %c.id, "a signing secret does not open; the batch goes back");
+                let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
+                self.release(c, &leases, batch.slot).await;
+                return Outcome { failure: Some(err.to_string()), ..Default::default() };
+            }
+        };
         let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
         let headers = [
             ("webhook-id", webhook_id.clone()),

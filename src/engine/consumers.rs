@@ -3,6 +3,7 @@
 //! node's dispatcher.
 
 use super::Engine;
+use crate::auth::sealing::Purpose;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::ConsumerId;
 use crate::queue::settings::{check_dead_letter_jurisdiction, QueueName};
@@ -27,7 +28,8 @@ impl Engine {
             return Err(StoreError::ConsumerExists.into());
         }
         self.ensure_dead_letter_queue(queue, spec.dead_letter_queue).await?;
-        let row = store::consumers::create(&self.pool, queue, spec, signing_secret).await?;
+        let sealed = signing_secret.map(|secret| self.keys.seal_text(Purpose::WebhookSecret, secret));
+        let row = store::consumers::create(&self.pool, queue, spec, sealed.as_deref()).await?;
         self.announce_change(queue.id()).await;
         Ok(row)
     }
@@ -57,7 +59,8 @@ impl Engine {
 
     /// A new signing secret for a webhook consumer; the old one keeps signing for a day.
     pub async fn rotate_secret(&self, queue: OwnedQueue, id: ConsumerId, secret: &str) -> ApiResult<()> {
-        if !store::consumers::rotate_secret(&self.pool, queue, id, secret, SECRET_GRACE_SECONDS).await? {
+        let sealed = self.keys.seal_text(Purpose::WebhookSecret, secret);
+        if !store::consumers::rotate_secret(&self.pool, queue, id, &sealed, SECRET_GRACE_SECONDS).await? {
             return Err(ApiError::not_found("consumer"));
         }
         Ok(())

@@ -24,6 +24,7 @@ pub mod pull;
 pub mod queues;
 pub mod redrive;
 pub mod rotation;
+pub mod sealing;
 pub mod shares;
 pub mod slots;
 pub mod standing;
@@ -34,6 +35,7 @@ use std::sync::Arc;
 
 use sqlx::PgPool;
 
+use crate::auth::sealing::{Keyring, Purpose};
 use crate::auth::{AccountTokens, OperatorTokens, Verifier};
 use crate::ids::{AccountId, QueueId};
 use crate::metrics::Metrics;
@@ -55,6 +57,8 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// Signs lease ids and peek refs with the key every node shares.
     pub signer: Signer,
+    /// The keys that seal webhook signing secrets and the lease key at rest.
+    pub keys: Keyring,
     pub activity: Arc<Activity>,
     pub backlog: Arc<BacklogCache>,
     pub delivery: Arc<Delivery>,
@@ -83,10 +87,19 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// The engine of a node on `pool`, its events counted in `metrics`. Reads (or makes) the shared
-    /// lease-signing key and starts the group-commit publisher.
-    pub async fn new(pool: PgPool, metrics: Arc<Metrics>, limits: Limits) -> Result<Arc<Engine>, sqlx::Error> {
-        let signer = Signer::new(crate::store::server_key(&pool).await?);
+    /// The engine of a node on `pool`, its events counted in `metrics`, its secrets sealed with `keys`.
+    /// Reads (or makes) the shared lease-signing key, refusing a database whose key it cannot open, and
+    /// starts the group-commit publisher.
+    pub async fn new(
+        pool: PgPool,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+        keys: Keyring,
+    ) -> anyhow::Result<Arc<Engine>> {
+        let mut fresh = vec![0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::thread_rng(), &mut fresh);
+        let stored = crate::store::server_key(&pool, &keys.seal(Purpose::LeaseKey, &fresh)).await?;
+        let signer = Signer::new(keys.open(Purpose::LeaseKey, &stored)?);
         let activity = Arc::new(Activity::new(metrics.clone()));
         let backlog = Arc::new(BacklogCache::default());
         let floors = Arc::new(floors::Floors::default());
@@ -106,6 +119,7 @@ impl Engine {
             pool,
             metrics,
             signer,
+            keys,
             activity,
             backlog,
             delivery,

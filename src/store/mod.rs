@@ -22,12 +22,12 @@ pub mod pool;
 pub mod publish;
 pub mod queues;
 pub mod redrive;
+pub mod sealing;
 pub mod shares;
 pub mod stats;
 pub mod tokens;
 pub mod types;
 
-use rand::RngCore;
 use sqlx::PgPool;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,12 +55,11 @@ pub(crate) fn is_foreign_key_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_foreign_key_violation())
 }
 
-/// The key that signs lease ids, shared by every node: the first node to start creates it.
-pub async fn server_key(pool: &PgPool) -> Result<Vec<u8>, sqlx::Error> {
-    let mut fresh = vec![0u8; 32];
-    rand::thread_rng().fill_bytes(&mut fresh);
+/// The key that signs lease ids as stored (sealed, or in the clear), shared by every node: the first node
+/// to start stores `fresh`.
+pub async fn server_key(pool: &PgPool, fresh: &[u8]) -> Result<Vec<u8>, sqlx::Error> {
     sqlx::query("insert into server_keys (name, secret) values ('lease', $1) on conflict (name) do nothing")
-        .bind(&fresh)
+        .bind(fresh)
         .execute(pool)
         .await?;
     sqlx::query_scalar("select secret from server_keys where name = 'lease'").fetch_one(pool).await

@@ -29,7 +29,9 @@ async fn generation_of(pool: &PgPool, body: &str) -> i16 {
 async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_is_truncated(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     let limits = skiplock::engine::limits::Limits::default();
-    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits).await.unwrap();
+    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default())
+        .await
+        .unwrap();
     let q = app.pull_queue("orders", json!({})).await;
     app.publish_texts(&q, &["acked", "leased"]).await;
     app.publish(&q, json!({"body": "later", "content_type": "text", "delay_seconds": 3600})).await;

@@ -383,7 +383,9 @@ pub async fn observed_dispatcher(
         ..Default::default()
     };
     let limits = skiplock::engine::limits::Limits::default();
-    let engine = skiplock::engine::Engine::new(pool.clone(), metrics, limits).await.expect("the engine builds");
+    let engine = skiplock::engine::Engine::new(pool.clone(), metrics, limits, Default::default())
+        .await
+        .expect("the engine builds");
     skiplock::startup::dispatcher(&engine, settings, guard)
 }
 
@@ -421,7 +423,9 @@ pub async fn listening_dispatcher_with(
     };
     let guard = skiplock::dispatch::guard::AddressGuard::new(vec!["127.0.0.0/8".parse().unwrap()]);
     let limits = skiplock::engine::limits::Limits::default();
-    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits).await.unwrap();
+    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default())
+        .await
+        .unwrap();
     let dispatcher = std::sync::Arc::new(skiplock::startup::dispatcher(&engine, settings, guard));
     let stop = CancellationToken::new();
     let handle = tokio::spawn(skiplock::dispatch::run(dispatcher, stop.clone()));

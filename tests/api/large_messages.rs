@@ -40,19 +40,24 @@ async fn a_plan_with_1_mib_messages_publishes_pulls_and_peeks_them(pool: PgPool)
     let bytes: Vec<u8> = (0..MIB).map(|i| (i % 251) as u8).collect();
     large.publish(&queue, json!({"body": BASE64.encode(&bytes), "content_type": "bytes"})).await;
 
+    // Its request may be larger than the 2 MiB of other requests: 1 MiB of newlines is 2 MiB of escapes.
+    let escaped = json!({"body": "\n".repeat(MIB), "content_type": "text"});
+    assert!(escaped.to_string().len() > 2 * MIB);
+    large.publish(&queue, escaped).await;
     let over = large.post(&messages, text(MIB + 1)).await.expect_error(413);
     assert!(over.contains("message.body is 1048577 bytes; a message may be at most 1048576"), "{over}");
     let two = json!({"messages": [text(600_000), text(600_000)]});
     let over = large.post(&format!("{messages}/batch"), two).await.expect_error(413);
     assert!(over.contains("the batch's bodies total 1200000 bytes; a batch may be at most 1048576"), "{over}");
 
-    let peeked = large.post(&format!("{messages}/peek"), json!({"batch_size": 2})).await;
+    let peeked = large.post(&format!("{messages}/peek"), json!({"batch_size": 3})).await;
     let peeked = peeked.expect_ok()["messages"].as_array().unwrap().clone();
-    assert_eq!(peeked.len(), 2);
+    assert_eq!(peeked.len(), 3);
     assert_eq!(peeked[0]["body"].as_str().map(str::len), Some(MIB));
-    let pulled = large.pull(&queue, json!({"batch_size": 2})).await;
+    let pulled = large.pull(&queue, json!({"batch_size": 3})).await;
     assert_eq!(pulled[0]["body"], text(MIB)["body"], "a 1 MiB text body comes back whole");
     assert_eq!(BASE64.decode(pulled[1]["body"].as_str().unwrap()).unwrap(), bytes, "and 1 MiB of bytes");
+    assert_eq!(pulled[2]["body"].as_str().map(|b| b.bytes().all(|c| c == b'\n') && b.len() == MIB), Some(true));
 
     // The default plan keeps Cloudflare's sizes, and a request body larger than its own plan allows is
     // refused before it is read.

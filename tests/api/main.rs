@@ -41,6 +41,7 @@ mod redrive;
 mod retention;
 mod schemathesis;
 mod sdk;
+mod sealing;
 mod statements;
 mod stats;
 mod tenancy;

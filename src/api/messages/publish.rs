@@ -4,11 +4,11 @@ use std::borrow::Cow;
 
 use actix_web::http::header::{HeaderName, HeaderValue};
 use actix_web::web::{self, Bytes};
-use actix_web::{HttpRequest, HttpResponse};
+use actix_web::HttpResponse;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::envelope::{decode, ok, publish_request_bytes, RawBody};
+use crate::api::envelope::{decode, ok, publish_request_bytes, PublishBody, RawBody};
 use crate::api::extract::{AuthedQueue, QueuesWrite};
 use crate::api::views::BacklogMetrics;
 use crate::engine::Engine;
@@ -44,24 +44,14 @@ pub struct PublishBatch<'a> {
     delay_seconds: Option<i64>,
 }
 
-pub async fn publish(
-    engine: Data,
-    at: AuthedQueue<QueuesWrite>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> ApiResult<HttpResponse> {
-    let body = read(&engine, &at, &req, payload).await?;
+pub async fn publish(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<HttpResponse> {
+    let body = read(&engine, &at, body).await?;
     let message: PublishMessage = decode(&body.0)?;
     store_batch(&engine, at.queue, &body.0, &[(Field::Message, &message)], None).await
 }
 
-pub async fn publish_batch(
-    engine: Data,
-    at: AuthedQueue<QueuesWrite>,
-    req: HttpRequest,
-    payload: web::Payload,
-) -> ApiResult<HttpResponse> {
-    let body = read(&engine, &at, &req, payload).await?;
+pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<HttpResponse> {
+    let body = read(&engine, &at, body).await?;
     let batch: PublishBatch = decode(&body.0)?;
     let messages = batch.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
     if messages.is_empty() {
@@ -77,15 +67,10 @@ pub async fn publish_batch(
     store_batch(&engine, at.queue, &body.0, &named, batch.delay_seconds).await
 }
 
-/// The request body, read once the caller is known: its plan sets how large it may be.
-async fn read(
-    engine: &Engine,
-    at: &AuthedQueue<QueuesWrite>,
-    req: &HttpRequest,
-    payload: web::Payload,
-) -> ApiResult<RawBody> {
+/// The request body, within what the caller's plan allows.
+async fn read(engine: &Engine, at: &AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<RawBody> {
     let sizes = engine.limits_of(at.queue.account()).sizes();
-    RawBody::read(req, payload, publish_request_bytes(sizes.batch)).await
+    body.within(publish_request_bytes(sizes.batch)).await
 }
 
 /// Turns the messages into stored ones by the rules of `queue::message`, publishes them, and answers.
