@@ -137,6 +137,9 @@ pub struct Batch {
     route: Route,
 }
 
+/// How long a batch whose signing secret does not open on this node is held before it goes back.
+const UNSIGNABLE_HOLD: Duration = Duration::from_secs(2);
+
 impl Dispatcher {
     pub fn new(engine: Arc<Engine>, client: WebhookClient, settings: DispatchSettings) -> Self {
         let in_flight = share::InFlight::new(settings.max_in_flight);
@@ -294,8 +297,10 @@ impl Dispatcher {
         let secrets = match opened.collect::<Result<Vec<_>, _>>() {
             Ok(secrets) => secrets,
             Err(err) => {
-                // Sealed under a key this node lacks (nodes configured unlike): a node with it delivers.
+                // Sealed under a key this node lacks (nodes configured unlike): a node with it delivers. The
+                // batch and its slot are held a while first, so this node does not claim it again at once.
                 tracing::error!(error = %err, consumer = %c.id, "a signing secret does not open; the batch goes back");
+                tokio::time::sleep(UNSIGNABLE_HOLD).await;
                 let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
                 self.release(c, &leases, batch.slot).await;
                 return Outcome { failure: Some(err.to_string()), ..Default::default() };

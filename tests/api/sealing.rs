@@ -77,8 +77,10 @@ async fn secrets_are_sealed_and_deliveries_still_verify(pool: PgPool) {
     skiplock::engine::sealing::seal_at_rest(&pool, &rotating, Reseal::All).await.unwrap();
     app.publish(&hook.queue, json!({"body": "again", "content_type": "text"})).await;
     let consumer = webhook_consumer(&d, &hook).await;
+    let started = std::time::Instant::now();
     let outcome = d.dispatch_once(&consumer).await.unwrap().expect("a batch");
     assert!(outcome.failure.unwrap_or_default().contains("does not have"));
+    assert!(started.elapsed() >= Duration::from_secs(2), "held a while, not claimed again at once");
     assert_eq!(receiver.received().len(), 1);
     let d = dispatcher_with(&pool, Keyring::new(Some(&next), &[]).unwrap()).await;
     let consumer = webhook_consumer(&d, &hook).await;
