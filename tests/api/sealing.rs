@@ -28,6 +28,16 @@ async fn secrets_in_the_clear(pool: &PgPool) -> i64 {
     .unwrap()
 }
 
+/// The webhook consumers whose secret is sealed under `key`.
+async fn sealed_under(pool: &PgPool, key: &str) -> i64 {
+    let prefix = Keyring::new(Some(key), &[]).unwrap().current_prefix().unwrap();
+    sqlx::query_scalar("select count(*) from consumers where starts_with(signing_secret, $1)")
+        .bind(prefix)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 /// Starts a node with `args` added to the tests' settings, answering its error if it refuses.
 async fn try_start(pool: &PgPool, args: &[&str]) -> Result<Node, String> {
     let base = ["--database-url=postgres://unused", "--bind=127.0.0.1:0", "--metrics-bind=127.0.0.1:0"];
@@ -107,23 +117,11 @@ async fn a_rotation_moves_every_secret_to_the_new_key_and_a_node_without_it_refu
     // A node given the new key leaves the secrets under the old one as it starts: nodes not yet given the
     // new key still open them. The rotation, while the nodes run, moves every secret to the new key.
     let _both = spawn_app_with_args(pool.clone(), &["--secret-key", &new, "--previous-secret-keys", &old]).await;
-    let under_old = Keyring::new(Some(&old), &[]).unwrap().current_prefix().unwrap();
-    let still: i64 = sqlx::query_scalar("select count(*) from consumers where starts_with(signing_secret, $1)")
-        .bind(&under_old)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(still, 2);
+    assert_eq!(sealed_under(&pool, &old).await, 2);
     let rotating = Keyring::new(Some(&new), std::slice::from_ref(&old)).unwrap();
-    let prefix = rotating.current_prefix().unwrap();
     let sealed = skiplock::engine::sealing::seal_at_rest(&pool, &rotating, Reseal::All).await.unwrap();
     assert_eq!((sealed.consumers, sealed.lease_key), (2, true));
-    let under_new: i64 = sqlx::query_scalar("select count(*) from consumers where starts_with(signing_secret, $1)")
-        .bind(&prefix)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    assert_eq!(under_new, 2);
+    assert_eq!(sealed_under(&pool, &new).await, 2);
     let again = skiplock::engine::sealing::seal_at_rest(&pool, &rotating, Reseal::All).await.unwrap();
     assert_eq!((again.consumers, again.lease_key), (0, false), "a second pass has nothing to do");
 

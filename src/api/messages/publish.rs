@@ -8,12 +8,12 @@ use actix_web::HttpResponse;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::envelope::{decode, ok, publish_request_bytes, PublishBody, RawBody};
+use crate::api::envelope::{decode, ok, publish_request_bytes, PublishBody};
 use crate::api::extract::{AuthedQueue, QueuesWrite};
 use crate::api::views::BacklogMetrics;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
-use crate::queue::message::{self, check_batch, check_delay, Field, PublishInput};
+use crate::queue::message::{self, check_batch, check_delay, Field, PublishInput, Sizes};
 use crate::store::owned::OwnedQueue;
 
 type Data = web::Data<Engine>;
@@ -45,13 +45,15 @@ pub struct PublishBatch<'a> {
 }
 
 pub async fn publish(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<HttpResponse> {
-    let body = read(&engine, &at, body).await?;
+    let sizes = engine.limits_of(at.queue.account()).sizes();
+    let body = body.within(publish_request_bytes(sizes.batch)).await?;
     let message: PublishMessage = decode(&body.0)?;
-    store_batch(&engine, at.queue, &body.0, &[(Field::Message, &message)], None).await
+    store_batch(&engine, (at.queue, sizes), &body.0, &[(Field::Message, &message)], None).await
 }
 
 pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<HttpResponse> {
-    let body = read(&engine, &at, body).await?;
+    let sizes = engine.limits_of(at.queue.account()).sizes();
+    let body = body.within(publish_request_bytes(sizes.batch)).await?;
     let batch: PublishBatch = decode(&body.0)?;
     let messages = batch.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
     if messages.is_empty() {
@@ -64,25 +66,19 @@ pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: Pub
         ));
     }
     let named: Vec<(Field, &PublishMessage)> = messages.iter().enumerate().map(|(i, m)| (Field::Batch(i), m)).collect();
-    store_batch(&engine, at.queue, &body.0, &named, batch.delay_seconds).await
+    store_batch(&engine, (at.queue, sizes), &body.0, &named, batch.delay_seconds).await
 }
 
-/// The request body, within what the caller's plan allows.
-async fn read(engine: &Engine, at: &AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<RawBody> {
-    let sizes = engine.limits_of(at.queue.account()).sizes();
-    body.within(publish_request_bytes(sizes.batch)).await
-}
-
-/// Turns the messages into stored ones by the rules of `queue::message`, publishes them, and answers.
+/// Turns the messages into stored ones by the rules of `queue::message` and the sizes of the queue's
+/// account's plan, publishes them, and answers.
 async fn store_batch(
     engine: &Engine,
-    queue: OwnedQueue,
+    (queue, sizes): (OwnedQueue, Sizes),
     request: &Bytes,
     messages: &[(Field, &PublishMessage<'_>)],
     batch_delay: Option<i64>,
 ) -> ApiResult<HttpResponse> {
     let batch_delay = batch_delay.map(|d| check_delay("delay_seconds", d)).transpose()?;
-    let sizes = engine.limits_of(queue.account()).sizes();
     let prepared = messages
         .iter()
         .map(|(field, m)| {
