@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -68,6 +68,9 @@ test: venv
 	# The high-availability test (docs/deploy.md), on the debug binaries the tests just built: about 100 s.
 	cargo build --workspace --bins --quiet
 	scripts/ha/run.sh target/debug
+	# The rolling upgrade from the previous release (docs/deploy.md, "Upgrading"): about 30 s, and the first
+	# time a minute or two more to build that release.
+	scripts/upgrade/run.sh $(UPGRADE_FROM) target/debug
 
 # Publish -> webhook latency at max_wait_time_ms = 0 and 1,000 messages/s (docs/benchmarks.md).
 latency:
@@ -145,6 +148,14 @@ chaos:
 ha-test:
 	@cargo build --release --quiet --workspace --bins
 	scripts/ha/run.sh target/release
+
+# Rolling upgrade (docs/deploy.md, "Upgrading"): nodes of the previous release under load, the schema
+# migrated by this one, the nodes replaced one by one; the crash suite's checker judges the history.
+# UPGRADE_FROM names the previous release (a commit of this repository); `make test` runs it.
+UPGRADE_FROM ?= 282ab24
+upgrade-test:
+	@cargo build --quiet --workspace --bins
+	scripts/upgrade/run.sh $(UPGRADE_FROM) target/debug
 
 # The fuzz targets (token, lease id and webhook-answer parsers), a minute each; make test runs 10 s each.
 fuzz:

@@ -9,7 +9,7 @@
 //! (pull consumers on messages with ordering keys, each numbered within its key; the checker also asserts
 //! that a key's messages are first delivered in order and that no two of a key are ever leased at once).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -70,7 +70,7 @@ pub(crate) const VISIBILITY_MS: u64 = 2_000;
 const WEBHOOK_TIMEOUT_MS: u64 = 1_000;
 pub(crate) const MAX_RETRIES: i64 = 20;
 
-fn wall_ms() -> i64 {
+pub(crate) fn wall_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
@@ -95,23 +95,23 @@ pub(crate) struct History {
 
 #[derive(Clone)]
 pub(crate) struct Delivery {
-    body: String,
-    attempts: i64,
-    timestamp_ms: i64,
+    pub(crate) body: String,
+    pub(crate) attempts: i64,
+    pub(crate) timestamp_ms: i64,
     /// When the pull that returned it was sent, and when its answer arrived (wall clock, ms).
-    asked: Instant,
-    received: Instant,
-    received_wall_ms: i64,
+    pub(crate) asked: Instant,
+    pub(crate) received: Instant,
+    pub(crate) received_wall_ms: i64,
     /// Which pull (or webhook request) brought it: the same number for one answer's messages.
-    pull: u64,
+    pub(crate) pull: u64,
     /// The `metadata.ordering_key` it came with.
-    ordering_key: Option<String>,
+    pub(crate) ordering_key: Option<String>,
 }
 
 /// Numbers the pulls and webhook requests, so that one answer's deliveries can be told apart.
-static PULLS: AtomicU64 = AtomicU64::new(1);
+pub(crate) static PULLS: AtomicU64 = AtomicU64::new(1);
 
-fn ordering_key(message: &Value) -> Option<String> {
+pub(crate) fn ordering_key(message: &Value) -> Option<String> {
     message["metadata"]["ordering_key"].as_str().map(str::to_owned)
 }
 
@@ -175,14 +175,41 @@ pub(crate) struct Client {
     pub(crate) http: reqwest::Client,
     pub(crate) base: String,
     pub(crate) token: String,
+    /// The 5xx answers its requests got, shared by its clones.
+    pub(crate) server_errors: ServerErrors,
+}
+
+/// 5xx answers by status: the API documents only 503 (retry after a second) as a server error a client
+/// should expect, so the upgrade test counts the others.
+#[derive(Clone, Default)]
+pub(crate) struct ServerErrors(Arc<Mutex<BTreeMap<u16, u64>>>);
+
+impl ServerErrors {
+    fn record(&self, status: reqwest::StatusCode) {
+        if status.is_server_error() {
+            *self.0.lock().unwrap().entry(status.as_u16()).or_default() += 1;
+        }
+    }
+
+    pub(crate) fn counts(&self) -> BTreeMap<u16, u64> {
+        self.0.lock().unwrap().clone()
+    }
 }
 
 impl Client {
+    pub(crate) fn new(http: reqwest::Client, base: String, token: String) -> Client {
+        Client { http, base, token, server_errors: ServerErrors::default() }
+    }
+
     pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value, ()> {
         let resp = self.http.post(format!("{}/{path}", self.base)).bearer_auth(&self.token).json(body).send().await;
         match resp {
             Ok(r) if r.status().is_success() => r.json::<Value>().await.map(|v| v["result"].clone()).map_err(|_| ()),
-            _ => Err(()),
+            Ok(r) => {
+                self.server_errors.record(r.status());
+                Err(())
+            }
+            Err(_) => Err(()),
         }
     }
 }
@@ -202,15 +229,15 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     };
     let mut cluster = Cluster { pg, url, server: None, port: free_port(), roles };
     cluster.start_server().await?;
-    let client = Client {
-        http: reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?,
-        base: format!(
+    let client = Client::new(
+        reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?,
+        format!(
             "http://127.0.0.1:{}/client/v4/accounts/{}",
             cluster.port,
             created["account_id"].as_str().unwrap_or_default()
         ),
-        token: created["token"].as_str().unwrap_or_default().to_owned(),
-    };
+        created["token"].as_str().unwrap_or_default().to_owned(),
+    );
     let queue =
         client.post("queues", &json!({"queue_name": "chaos"})).await.map_err(|_| anyhow::anyhow!("create queue"))?;
     let queue = queue["queue_id"].as_str().unwrap_or_default().to_owned();
@@ -580,20 +607,20 @@ pub(crate) async fn drain_once(client: &Client, queue: &str, history: &Mutex<His
 }
 
 pub struct Report {
-    mode: Mode,
-    published_ok: usize,
-    published_unknown: usize,
-    acked: usize,
-    dead_lettered: usize,
-    deliveries: usize,
-    duplicates: usize,
-    kills: u64,
-    pg_restarts: u64,
-    lost: Vec<String>,
-    unexpected: Vec<String>,
-    violations: Vec<String>,
+    pub(crate) mode: Mode,
+    pub(crate) published_ok: usize,
+    pub(crate) published_unknown: usize,
+    pub(crate) acked: usize,
+    pub(crate) dead_lettered: usize,
+    pub(crate) deliveries: usize,
+    pub(crate) duplicates: usize,
+    pub(crate) kills: u64,
+    pub(crate) pg_restarts: u64,
+    pub(crate) lost: Vec<String>,
+    pub(crate) unexpected: Vec<String>,
+    pub(crate) violations: Vec<String>,
     /// The ordered mode: its keys, and what broke a key's order or its one lease at a time.
-    order: Option<(usize, OrderViolations)>,
+    pub(crate) order: Option<(usize, OrderViolations)>,
 }
 
 /// What broke the ordered mode's rules, by rule.
@@ -606,7 +633,7 @@ pub(crate) struct OrderViolations {
 }
 
 impl OrderViolations {
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.wrong_key.len() + self.out_of_order.len() + self.one_pull.len() + self.overlapping.len()
     }
 }

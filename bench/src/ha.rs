@@ -40,6 +40,9 @@ pub struct HaArgs {
     /// The longest the whole run may take, stop file or not.
     #[arg(long, default_value_t = 600)]
     pub deadline_seconds: u64,
+    /// The only 5xx statuses the clients may get (the upgrade test allows 503); any 5xx when not given.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_server_errors: Option<Vec<u16>>,
 }
 
 const HOLD: Duration = Duration::from_millis(100);
@@ -47,13 +50,13 @@ const HOLD: Duration = Duration::from_millis(100);
 pub async fn run(args: HaArgs) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(args.deadline_seconds);
     let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
+    let errors = chaos::ServerErrors::default();
     let clients: Vec<Client> = args
         .nodes
         .iter()
-        .map(|n| Client {
-            http: http.clone(),
-            base: format!("{}/client/v4/accounts/{}", n.trim_end_matches('/'), args.account),
-            token: args.token.clone(),
+        .map(|n| {
+            let base = format!("{}/client/v4/accounts/{}", n.trim_end_matches('/'), args.account);
+            Client { server_errors: errors.clone(), ..Client::new(http.clone(), base, args.token.clone()) }
         })
         .collect();
     let first = &clients[0];
@@ -159,6 +162,8 @@ pub async fn run(args: HaArgs) -> anyhow::Result<()> {
     let pull = chaos::check(&pull_history.lock().unwrap(), Mode::Pull, kills, pg_changes);
     let hook = chaos::check(&hook_history.lock().unwrap(), Mode::Webhook, kills, pg_changes);
     println!("{pull}\n{hook}");
+    let server_errors = errors.counts();
+    println!("5xx answers to the load (status: count): {server_errors:?}");
     let max_in_flight = receiver.max_in_flight();
     println!("webhook max_concurrency {}: at most {max_in_flight} deliveries in flight at once", args.max_concurrency);
     println!("| API node | longest stretch of /readyz 503s |\n|---|--:|");
@@ -174,6 +179,11 @@ pub async fn run(args: HaArgs) -> anyhow::Result<()> {
     }
     if max_in_flight > args.max_concurrency {
         failed.push("max_concurrency was exceeded");
+    }
+    if let Some(allowed) = &args.allowed_server_errors {
+        if server_errors.keys().any(|status| !allowed.contains(status)) {
+            failed.push("a 5xx other than the allowed ones was answered");
+        }
     }
     if !failed.is_empty() {
         bail!("{}", failed.join("; "));

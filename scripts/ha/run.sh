@@ -69,17 +69,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
-# wait_for SECONDS WHAT COMMAND...: runs COMMAND until it succeeds, failing the test after SECONDS.
-wait_for() {
-  local limit=$1 what=$2 deadline=$((SECONDS + $1))
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] || die "$what: not within ${limit}s"
-    sleep 0.2
-  done
-}
+source "$(dirname "$0")/../lib/processes.sh"
 
 # --- etcd ------------------------------------------------------------------------------------------
 ETCD=$(free_port) ETCD_PEER=$(free_port)

@@ -6,7 +6,11 @@ use std::time::Duration;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Executor, PgPool};
 
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+/// The schema's migrations. Migrations applied by a newer release are passed over rather than refused:
+/// during a rolling upgrade the previous release's nodes start (and migrate) against the schema the next
+/// one has already expanded (docs/deploy.md, "Upgrading").
+pub static MIGRATOR: sqlx::migrate::Migrator =
+    sqlx::migrate::Migrator { ignore_missing: true, ..sqlx::migrate!("./migrations") };
 
 /// A pool of `size` connections to `url`.
 pub async fn connect(url: &str, size: u32) -> Result<PgPool, sqlx::Error> {

@@ -232,3 +232,30 @@ async fn sigterm_under_load_exits_0_and_loses_no_acknowledged_message(pool: PgPo
     let lost: Vec<&String> = stored.iter().filter(|b| !acked.contains(*b) && !in_database.contains(*b)).collect();
     assert!(lost.is_empty(), "lost {} acknowledged publishes, such as {:?}", lost.len(), &lost[..lost.len().min(5)]);
 }
+
+/// A rolling upgrade migrates the schema before every node runs the new release; a node of the older
+/// release restarted meanwhile must still start (migrating, by default) and serve, rather than refuse the
+/// newer migration it does not know (docs/deploy.md, "Upgrading").
+#[sqlx::test]
+async fn a_node_starts_and_serves_on_a_schema_a_later_release_migrated_further(pool: PgPool) {
+    let (account, token) = new_account(&pool, "rolling", &Scope::ALL).await;
+    let later = skiplock::store::pool::MIGRATOR.iter().map(|m| m.version).max().unwrap() + 1;
+    sqlx::query(
+        "insert into _sqlx_migrations (version, description, success, checksum, execution_time)
+         values ($1, 'a later release''s expansion', true, '\\x00', 0)",
+    )
+    .bind(later)
+    .execute(&pool)
+    .await
+    .unwrap();
+    let server = Server::start(&database_url(&pool), free_port()).await;
+    let resp = reqwest::Client::new()
+        .post(format!("{}/client/v4/accounts/{account}/queues", server.address))
+        .bearer_auth(&token)
+        .json(&json!({"queue_name": "after-the-upgrade"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    server.kill().await;
+}
