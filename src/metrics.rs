@@ -21,6 +21,8 @@ pub struct Metrics {
     pub retried: IntCounterVec,
     pub dead_lettered: IntCounter,
     pub redriven: IntCounter,
+    pub schedule_ticks: IntCounterVec,
+    pub schedule_lag: HistogramVec,
     pub redrive_tasks: IntGaugeVec,
     pub dropped: IntCounter,
     pub expired: IntCounter,
@@ -126,6 +128,19 @@ impl Default for Metrics {
                 &r,
                 "skiplock_messages_redriven_total",
                 "Messages moved back out of a queue by redrive tasks.",
+            ),
+            schedule_ticks: counter_vec(
+                &r,
+                "skiplock_schedule_ticks_total",
+                "Schedule ticks fired on this node, by outcome: published, deferred (the account's publish rate or the database; tried again), failed (the queue full or gone; the tick is skipped).",
+                &["outcome"],
+            ),
+            schedule_lag: histogram_vec(
+                &r,
+                "skiplock_schedule_lag_seconds",
+                "From a schedule's tick to its message's commit.",
+                &[],
+                latency.clone(),
             ),
             redrive_tasks: gauge_vec(
                 &r,

@@ -25,6 +25,9 @@
 //!   skiplock-bench horizon [--before-minutes 3 --held-minutes 10 --after-minutes 3] [--rate 1000] ...
 //!       W10 held horizon: W4 beside minutely W1 + W2 cycles, before, during and after a snapshot held
 //!       open by another connection (make bench-horizon).
+//!   skiplock-bench soak [--minutes 60] [--kill-every-secs 300] ...
+//!       an hour of mixed load over 100 accounts on two nodes, a node SIGKILLed every 5 minutes, PostgreSQL
+//!       restarted once, a snapshot held 10 minutes; per-minute figures and verdicts (make soak).
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
 //!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ, W2o and ordered delivery's fairness
 //!       (make bench, make bench-quick).
@@ -49,8 +52,10 @@ mod long_poll;
 mod neighbour;
 mod peers;
 mod rabbitmq;
+mod schedules;
 mod setup;
 mod sizes;
+mod soak;
 mod spread;
 mod suite;
 
@@ -103,10 +108,14 @@ enum Command {
     Sizes(sizes::SizesArgs),
     /// W12 delete under fire: an account deleted beside a publishing neighbour, the working node killed.
     DeleteUnderFire(delete_under_fire::DeleteUnderFireArgs),
+    /// Schedules at scale: 10,000 firing every minute; tick to commit, and the CPU between ticks.
+    Schedules(schedules::SchedulesArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
     Ha(ha::HaArgs),
+    /// The soak: mixed load for an hour through node kills, a PostgreSQL restart and a held snapshot.
+    Soak(soak::SoakArgs),
     /// W1-W3 and W5 side by side with the raw SQL ceiling and pgmq on a private cluster.
     Suite(suite::SuiteArgs),
 }
@@ -128,8 +137,10 @@ async fn main() -> anyhow::Result<()> {
         Command::ClusterRate(args) => cluster_rate::run(args).await,
         Command::Sizes(args) => sizes::run(args).await,
         Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
+        Command::Schedules(args) => schedules::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
+        Command::Soak(args) => soak::run(args).await,
         Command::Suite(args) => suite::run(args).await,
     }
 }

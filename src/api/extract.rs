@@ -17,7 +17,7 @@ use crate::engine::audit::Actor;
 use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
-use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, TokenId};
+use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, ScheduleId, TokenId};
 use crate::store::owned::OwnedQueue;
 use crate::telemetry::RequestId;
 
@@ -72,10 +72,12 @@ impl<R: Requirement + 'static> FromRequest for Authed<R> {
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
             let counted = |reason| state.metrics.auth_refusals.with_label_values(&[reason]).inc();
-            cooling_address(&state, client, &text)?;
+            if let Err(refusal) = cooling_address(&state, client, &text) {
+                return Err(slowly(&state, client, refusal).await);
+            }
             let Some(principal) = state.verifier.verify(&text).await? else {
                 failed_from(&state, client);
-                return Err(refused(&text));
+                return Err(slowly(&state, client, refused(&text)).await);
             };
             if let Some(why) = principal.refused_at(chrono::Utc::now()) {
                 counted("outside_window");
@@ -142,6 +144,15 @@ pub fn cooling_address(state: &Engine, client: Option<IpAddr>, text: &str) -> Re
     state.metrics.auth_refusals.with_label_values(&["address_cooling"]).inc();
     let message = "too many failed authentications from this address; retry after the Retry-After seconds";
     Err(ApiError::new(Kind::RateLimited, message).after(failures::PER_ADDRESS.cool_down.as_secs()))
+}
+
+/// Answers `refusal` to a client whose address cools down only after `failures::HOLD`, so that a flood
+/// waiting on its answers slows to a request a second per connection.
+pub async fn slowly(state: &Engine, client: Option<IpAddr>, refusal: ApiError) -> ApiError {
+    if client.is_some_and(|ip| state.addresses.cooling(ip)) {
+        state.refusal_holds.hold().await;
+    }
+    refusal
 }
 
 /// Counts a token that did not verify against the address it came from.
@@ -218,6 +229,10 @@ impl PathSegment for ConsumerId {
 
 impl PathSegment for RedriveId {
     const SEGMENT: &'static str = "redrive_id";
+}
+
+impl PathSegment for ScheduleId {
+    const SEGMENT: &'static str = "schedule_id";
 }
 
 impl PathSegment for AccountId {

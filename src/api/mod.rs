@@ -14,6 +14,7 @@ pub mod observe;
 pub mod paging;
 pub mod queues;
 pub mod redrive;
+pub mod schedules;
 pub mod stats;
 pub mod subscriptions;
 pub mod tokens;
@@ -96,6 +97,11 @@ fn account_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/tokens/{token_id}"; delete => tokens::revoke))
         .service(resource!("/stats/queues"; get => stats::all_queues))
         .service(resource!("/queues"; get => queues::list, post => queues::create))
+        .service(resource!("/schedules"; get => schedules::list, post => schedules::create))
+        .service(resource!("/schedules/{schedule_id}";
+            get => schedules::get, patch => schedules::update, delete => schedules::delete))
+        .service(resource!("/schedules/{schedule_id}/pause"; post => schedules::pause))
+        .service(resource!("/schedules/{schedule_id}/resume"; post => schedules::resume))
         .service(resource!("/event_subscriptions/subscriptions";
             get => subscriptions::list, post => subscriptions::create))
         .service(resource!("/event_subscriptions/subscriptions/{subscription_id}";

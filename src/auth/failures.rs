@@ -4,7 +4,8 @@
 //! that keeps failing, with any tokens (random ids cost a row read each), is cooled down the same way:
 //! while it cools, a token from it that this node has not verified is refused unheard, once a second
 //! excepted. A secret already verified on this node never gets here (the verifier's cache answers
-//! first), and one not yet seen gets in at the next second's try.
+//! first), and one not yet seen gets in at the next second's try. Refusals to a cooling address are held
+//! a second before they are answered (`Holds`).
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -34,6 +35,30 @@ pub const PER_ADDRESS: Policy =
 pub const TRICKLE: Duration = Duration::from_secs(1);
 /// Keys remembered; past it, those neither cooling nor within their window are forgotten.
 const CAPACITY: usize = 100_000;
+/// How long a refusal to a cooling address waits before it is answered: a flood that sends its next
+/// request once answered (the usual kind) slows to one a second per connection, at no cost but a timer.
+pub const HOLD: Duration = Duration::from_secs(1);
+/// Refusals held at once on a node; past it they are answered at once, so that a flood over many
+/// connections cannot turn the holds into memory.
+const MOST_HELD: usize = 1_000;
+
+/// The refusals being held.
+pub struct Holds(tokio::sync::Semaphore);
+
+impl Default for Holds {
+    fn default() -> Self {
+        Self(tokio::sync::Semaphore::new(MOST_HELD))
+    }
+}
+
+impl Holds {
+    /// Waits `HOLD`, unless `MOST_HELD` refusals wait already.
+    pub async fn hold(&self) {
+        if let Ok(_held) = self.0.try_acquire() {
+            tokio::time::sleep(HOLD).await;
+        }
+    }
+}
 
 struct Record {
     failures: u32,

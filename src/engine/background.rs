@@ -143,6 +143,7 @@ impl Engine {
             let _ = engine.activity.flush(&engine.pool).await;
         });
         tasks.spawn(super::redrive::run(self.pool.clone(), self.metrics.clone(), stop.clone()));
+        tasks.spawn(self.clone().fire_schedules(stop.clone()));
         if let Some(listener) = self.wakeups.start_listening(self.pool.clone(), stop.clone()) {
             tasks.spawn(async move {
                 let _ = listener.await;

@@ -24,6 +24,7 @@ pub mod pull;
 pub mod queues;
 pub mod redrive;
 pub mod rotation;
+pub mod schedules;
 pub mod sealing;
 pub mod shares;
 pub mod slots;
@@ -69,6 +70,8 @@ pub struct Engine {
     pub operators: Verifier<OperatorTokens>,
     /// Failed authentications per client address, both APIs together.
     pub addresses: crate::auth::failures::AddressFailures,
+    /// Refusals to cooling addresses, held before they are answered.
+    pub refusal_holds: crate::auth::failures::Holds,
     /// Which accounts are suspended.
     pub standing: standing::Standing,
     /// The limits in force for each account: its plan's and its own over the node's.
@@ -110,6 +113,7 @@ impl Engine {
             verifier: Verifier::new(pool.clone()),
             operators: Verifier::new(pool.clone()),
             addresses: Default::default(),
+            refusal_holds: Default::default(),
             standing: standing::Standing::default(),
             plans: PlanBook::new(limits),
             request_rate: RateLimiter::default(),

@@ -1,5 +1,6 @@
 //! Domain rules with no HTTP and no SQL: an account's standing, plan and limits, names, settings and
-//! their ranges, message content and limits, delay precedence, and the signed lease ids and refs handed to clients.
+//! their ranges, message content and limits, delay precedence, schedules' cadences, and the signed lease ids
+//! and refs handed to clients.
 
 pub mod account;
 pub mod answer;
@@ -7,6 +8,7 @@ pub mod consumer;
 pub mod lease;
 pub mod message;
 pub mod plan;
+pub mod schedule;
 pub mod settings;
 
 /// A rule broken by the caller's input, with a message that says what to fix.

@@ -22,6 +22,7 @@ pub mod pool;
 pub mod publish;
 pub mod queues;
 pub mod redrive;
+pub mod schedules;
 pub mod sealing;
 pub mod shares;
 pub mod stats;

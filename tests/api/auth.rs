@@ -236,8 +236,9 @@ async fn wrong_secrets_for_one_token_id_cool_it_down_but_its_holder_gets_in(pool
 }
 
 /// An address that keeps failing to authenticate (random token ids here, a row read each) is cooled
-/// down: its next unverified token is refused unheard with a 429 and Retry-After, while a token this node
-/// verified before still gets in from it at once; refusals are counted by reason.
+/// down: its unverified tokens are refused unheard with a 429 and Retry-After (one a second heard), each
+/// refusal answered only after a hold (so that a flood waiting on its answers slows down), while a token
+/// this node verified before still gets in from it; refusals are counted by reason.
 #[sqlx::test]
 async fn an_address_that_keeps_failing_is_cooled_down_but_a_verified_token_gets_in(pool: PgPool) {
     let app = spawn_app(pool).await;
@@ -247,12 +248,20 @@ async fn an_address_that_keeps_failing_is_cooled_down_but_a_verified_token_gets_
     for _ in 0..most {
         app.raw(Method::GET, &app.url("queues"), Some(&random()), None).await.expect_error(401);
     }
-    let cooled = app.raw(Method::GET, &app.url("queues"), Some(&random()), None).await;
+    // Cooling, one try a second is still heard: of two at once, one is heard (a 401), one refused unheard.
+    let (url, a, b) = (app.url("queues"), random(), random());
+    let asked = Instant::now();
+    let (first, second) =
+        tokio::join!(app.raw(Method::GET, &url, Some(&a), None), app.raw(Method::GET, &url, Some(&b), None));
+    assert!(asked.elapsed() >= skiplock::auth::failures::HOLD, "answered after {:?}", asked.elapsed());
+    let (mut statuses, cooled) = (vec![first.status, second.status], if first.status == 429 { first } else { second });
+    statuses.sort();
+    assert_eq!(statuses, [401, 429]);
     let message = cooled.expect_error(429);
     assert!(message.contains("too many failed authentications from this address"), "{message}");
     assert_eq!(cooled.headers["retry-after"], "60");
     app.get("queues").await.expect_ok();
     let refusals = |reason: &str| app.metrics.auth_refusals.with_label_values(&[reason]).get();
-    assert_eq!(refusals("invalid_token"), u64::from(most));
+    assert_eq!(refusals("invalid_token"), u64::from(most) + 1);
     assert_eq!(refusals("address_cooling"), 1);
 }

@@ -39,6 +39,7 @@ mod read_only;
 mod receiver;
 mod redrive;
 mod retention;
+mod schedules;
 mod schemathesis;
 mod sdk;
 mod sealing;

@@ -126,6 +126,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     let victim_dlq = app.create_queue("victim-dlq").await;
     let task = app.post(&format!("queues/{victim_dlq}/redrive"), json!({"destination_queue": "victim"})).await;
     let redrive = task.body["result"]["redrive_id"].as_str().unwrap().to_owned();
+    // A schedule of the victim's, on a cadence that does not fire during the test.
+    let tick = json!({"body": "tick", "content_type": "text"});
+    let made = app.post("schedules", json!({"queue_id": victim_q, "cron": "0 0 1 1 *", "message": tick})).await;
+    let schedule = made.body["result"]["schedule_id"].as_str().unwrap().to_owned();
 
     let scope_sets: Vec<Vec<Scope>> = (0u8..8)
         .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
@@ -191,6 +195,17 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
                 (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
                 (Method::POST, "event_subscriptions/subscriptions".into(), json!({"name": "s"})),
+                (Method::GET, "schedules".into(), json!(null)),
+                (
+                    Method::POST,
+                    "schedules".into(),
+                    json!({"queue_id": q, "interval_seconds": 1, "message": {"body": "x", "content_type": "text"}}),
+                ),
+                (Method::GET, format!("schedules/{schedule}"), json!(null)),
+                (Method::PATCH, format!("schedules/{schedule}"), json!({"interval_seconds": 1})),
+                (Method::POST, format!("schedules/{schedule}/pause"), json!({})),
+                (Method::POST, format!("schedules/{schedule}/resume"), json!({})),
+                (Method::DELETE, format!("schedules/{schedule}"), json!(null)),
             ];
             for (method, path, body) in cases {
                 let body = (!body.is_null()).then(|| body.to_string().into_bytes());
@@ -206,20 +221,21 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                             | "limits"
                             | "audit_logs"
                             | "event_subscriptions/subscriptions"
+                            | "schedules"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
                 } else if resp.status == 200 {
                     let body = resp.body.to_string();
                     assert!(
-                        !body.contains(&*victim_q) && !body.contains(&*victim_dlq),
-                        "{path} showed the victim's queue"
+                        !body.contains(&*victim_q) && !body.contains(&*victim_dlq) && !body.contains(&*schedule),
+                        "{path} showed the victim's queue or schedule"
                     );
                 }
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 38);
+    assert_eq!(tried, 8 * 2 * 45);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -228,6 +244,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.get(&format!("queues/{victim_q}/redrive")).await.expect_ok(), &json!([]));
     assert_eq!(app.get(&format!("queues/{victim_dlq}/redrive")).await.expect_ok().as_array().unwrap().len(), 1);
+    let untouched = app.get(&format!("schedules/{schedule}")).await;
+    assert_eq!(untouched.expect_ok()["cron"], "0 0 1 1 *");
+    assert_eq!(untouched.result()["paused"], false);
+    assert_eq!(app.get("schedules").await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }
 

@@ -13,11 +13,24 @@ They keep the run meaningful without changing what the server is asked to accept
 - A consumer's `dead_letter_queue` must name another queue than the consumer's own, a rule between the
   path and the body that the schema cannot state. When a generated name equals the queue's own name
   (known from earlier responses), it is changed to another valid name.
+- A schedule (`POST /schedules`, `PATCH /schedules/{schedule_id}`) publishes to one of the account's
+  queues: a well-formed generated `queue_id` that no response has shown is changed to a queue the hooks
+  keep for the purpose (created once, `schemathesis-schedules`, and again if the run deleted it), so that
+  schedules are made and their answers checked, not only 404s. Its `cron` and `time_zone` must be an
+  expression that matches a date to come and a zone of the tz database, which the schema can only shape
+  (five fields or an @name; a name of letters, digits, `_+-` and `/`): a well-shaped generated value that
+  is not one known to be good is changed to one that is (malformed ones are left for the server to
+  refuse). A change that names `time_zone` alone must give UTC to an interval schedule, which only the
+  stored schedule can tell: its zone becomes UTC then. An `idempotency_key` template must contain
+  `{tick}`, which the schema states in words only (Schemathesis cannot generate from a pattern with braces):
+  a well-shaped generated template without it gets it in place of its last six characters.
 """
 
 import json
 import os
+import re
 import sys
+import zlib
 
 import requests
 import schemathesis
@@ -31,6 +44,34 @@ PROTECTED_TOKEN_ID = _TOKEN[4:36] if _TOKEN.startswith("skl_") else None
 ACCOUNT_ID = os.environ.get("SKIPLOCK_ACCOUNT_ID", "")
 
 QUEUE_NAMES: dict[str, str] = {}
+
+_DOCUMENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "openapi", "openapi.json")
+with open(_DOCUMENT, encoding="utf-8") as _f:
+    _SCHEMAS = json.load(_f)["components"]["schemas"]
+
+
+def _shape(pattern: str) -> re.Pattern:
+    """A JSON Schema pattern for Python: its `$` is the end of the text, not also before a final newline."""
+    return re.compile(pattern.replace("$", r"\Z"))
+
+
+# The shapes the document gives a cron expression and a time zone (a value of that shape may still be refused).
+CRON_SHAPE = _shape(_SCHEMAS["CronExpression"]["pattern"])
+ZONE_SHAPE = _shape(_SCHEMAS["TimeZone"]["pattern"])
+ID_SHAPE = _shape("^[0-9a-f]{32}$")
+# Expressions and zones known to be good: a minute and an hour of every day (or a step of them), a day of the
+# week, or an @name the server reads (any case).
+_MINUTE = r"\*|\*/(?:[1-9]|[1-5][0-9])|[1-5]?[0-9]"
+_HOUR = r"\*|\*/(?:[1-9]|1[0-9]|2[0-3])|1?[0-9]|2[0-3]"
+GOOD_CRON = re.compile(
+    rf"^(?:(?:{_MINUTE}) (?:{_HOUR}) \* \* (?:\*|[0-6])|@(?:yearly|annually|monthly|weekly|daily|hourly))$", re.I
+)
+GOOD_CRONS = ["*/15 * * * *", "0 3 * * *", "30 2 * * 1-5", "@hourly", "@daily", "0 0 1 * *", "5 4 * * 0"]
+# Not UTC: a zone that stands in for a generated one never makes an interval schedule's zone valid.
+GOOD_ZONES = ["Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Asia/Kolkata"]
+KNOWN_ZONES = set(GOOD_ZONES) | {"UTC", "Europe/London", "America/Los_Angeles"}
+
+_schedule_queue_id: str | None = None
 
 
 def _remember(value):
@@ -55,6 +96,70 @@ def _disposable_token(base_url: str) -> str:
     return answer.json()["result"]["id"]
 
 
+def _account_api(base_url: str) -> str:
+    return f"{base_url}/client/v4/accounts/{ACCOUNT_ID}"
+
+
+def _schedule_queue(base_url: str) -> str | None:
+    """The queue the run's schedules publish to: made once, and again if the run deleted it."""
+    global _schedule_queue_id
+    headers = {"Authorization": f"Bearer {_TOKEN}"}
+    api = _account_api(base_url)
+    if _schedule_queue_id:
+        if requests.get(f"{api}/queues/{_schedule_queue_id}", headers=headers, timeout=10).status_code == 200:
+            return _schedule_queue_id
+        _schedule_queue_id = None
+    name = "schemathesis-schedules"
+    made = requests.post(f"{api}/queues", headers=headers, json={"queue_name": name}, timeout=10)
+    if made.status_code == 200:
+        _schedule_queue_id = made.json()["result"]["queue_id"]
+        return _schedule_queue_id
+    # Taken by an earlier make, or the account at its queue quota: that queue, or any queue of the account.
+    for query in (f"?name={name}", "?per_page=1"):
+        listed = requests.get(f"{api}/queues{query}", headers=headers, timeout=10)
+        found = listed.json().get("result") if listed.status_code == 200 else None
+        if found:
+            _schedule_queue_id = found[0]["queue_id"]
+            return _schedule_queue_id
+    return None
+
+
+def _good(value: str, choices: list[str]) -> str:
+    """A good value in place of `value`, the same one each time (so a run stays reproducible by its seed)."""
+    return choices[zlib.crc32(value.encode("utf-8", "surrogatepass")) % len(choices)]
+
+
+def _steer_schedule(body: dict, base_url: str, schedule_id: str | None) -> None:
+    """Makes a schedule's well-shaped generated values good ones (see the docstring); `schedule_id` on a change."""
+    queue = body.get("queue_id")
+    if isinstance(queue, str) and ID_SHAPE.match(queue) and queue not in QUEUE_NAMES:
+        body["queue_id"] = _schedule_queue(base_url) or queue
+    cron = body.get("cron")
+    if isinstance(cron, str) and CRON_SHAPE.search(cron) and not GOOD_CRON.fullmatch(cron):
+        body["cron"] = _good(cron, GOOD_CRONS)
+    template = body.get("idempotency_key")
+    if isinstance(template, str) and 6 <= len(template) <= 100 and "{tick}" not in template:
+        body["idempotency_key"] = template[:-6] + "{tick}"
+    zone = body.get("time_zone")
+    if not isinstance(zone, str) or not ZONE_SHAPE.search(zone):
+        return
+    if isinstance(body.get("cron"), str):
+        if zone not in KNOWN_ZONES:
+            body["time_zone"] = _good(zone, GOOD_ZONES)
+        return
+    interval = body.get("interval_seconds")
+    if schedule_id is None or (isinstance(interval, int) and not isinstance(interval, bool)) or zone == "UTC":
+        return
+    # A change of zone alone: the stored schedule says whether it reads a cron (any zone) or counts seconds (UTC).
+    if zone not in KNOWN_ZONES:
+        body["time_zone"] = zone = _good(zone, GOOD_ZONES)
+    answer = requests.get(
+        f"{_account_api(base_url)}/schedules/{schedule_id}", headers={"Authorization": f"Bearer {_TOKEN}"}, timeout=10
+    )
+    if answer.status_code == 200 and answer.json()["result"].get("interval_seconds") is not None:
+        body["time_zone"] = "UTC"
+
+
 def _other_name(name: str) -> str:
     return f"{name}-d" if len(name) <= 61 else name[:-1] + ("a" if name[-1] != "a" else "b")
 
@@ -73,6 +178,15 @@ def before_call(context, case, kwargs):
     if case.operation.method.lower() == "post" and path.endswith("/tokens"):
         keep_token_window_valid(case.body)
         keep_token_condition_valid(case.body)
+    method = case.operation.method.lower()
+    is_schedule = (method == "post" and path.endswith("/schedules")) or (
+        method == "patch" and path.endswith("/schedules/{schedule_id}")
+    )
+    if is_schedule and isinstance(case.body, dict):
+        schedule_id = params.get("schedule_id") if method == "patch" else None
+        if schedule_id is not None and not (isinstance(schedule_id, str) and ID_SHAPE.match(schedule_id)):
+            schedule_id = None
+        _steer_schedule(case.body, case.operation.schema.get_base_url(), schedule_id)
     wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
     if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
         case.body["wait_time_ms"] = min(wait, 200)

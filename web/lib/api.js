@@ -208,6 +208,16 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     listRedrives: (id) => result('GET', q(id, '/redrive')),
     getRedrive: (id, rid) => result('GET', q(id, `/redrive/${encodeURIComponent(rid)}`)),
     cancelRedrive: (id, rid) => result('DELETE', q(id, `/redrive/${encodeURIComponent(rid)}`)),
+    // schedules (skiplock extension)
+    /** A page of the account's schedules, oldest first: {items, info}. */
+    listSchedules: (number = 1, perPage = 50) => page(acct(`/schedules?page=${number}&per_page=${perPage}`)),
+    /** `body`: {queue_id, cron and time_zone or interval_seconds, message: {body, content_type, delay_seconds?}, idempotency_key?, paused?}. */
+    createSchedule: (body) => result('POST', acct('/schedules'), body),
+    /** Changes the fields `body` names; the others stay. */
+    updateSchedule: (id, body) => result('PATCH', acct(`/schedules/${encodeURIComponent(id)}`), body),
+    pauseSchedule: (id) => result('POST', acct(`/schedules/${encodeURIComponent(id)}/pause`)),
+    resumeSchedule: (id) => result('POST', acct(`/schedules/${encodeURIComponent(id)}/resume`)),
+    deleteSchedule: (id) => result('DELETE', acct(`/schedules/${encodeURIComponent(id)}`)),
     // tokens
     listTokens: () => all(acct('/tokens')),
     /** `validity` is {} or {expires_on} (RFC 3339). */

@@ -1,5 +1,5 @@
 // The account's audit log (#/audit): who changed what in its configuration (queues, consumers, tokens,
-// redrives, and the operator's changes to the account), newest first, a page at a time, filtered by
+// redrives, schedules, and the operator's changes to the account), newest first, a page at a time, filtered by
 // action and by a time range. The filters and the page are kept in the address
 // (#/audit?action=..&since=..&before=..&page=.., each optional; the times in RFC 3339, UTC), so a
 // filtered list can be shared and Back returns to the one before. The entries are drawn by
@@ -137,13 +137,13 @@ export function renderAudit(root, ctx, query) {
     filtered: isFiltered,
     empty: {
       title: 'No entries yet',
-      text: 'Changes to this account\'s queues, consumers and tokens show here as they are made.',
+      text: 'Changes to this account\'s queues, consumers, tokens and schedules show here as they are made.',
       filtered: 'Change the filter, or clear it to see every entry.',
     },
     read: async (page, perPage) => {
       const got = await api.listAuditLogs({ ...filters(), page, perPage });
       // The queues, for the links, when the page has entries of queues or their consumers.
-      if (mayListQueues && got.items.some((e) => e.resource && (e.resource.type === 'queue' || e.resource.type === 'consumer'))) {
+      if (mayListQueues && got.items.some((e) => e.resource && ['queue', 'consumer', 'schedule'].includes(e.resource.type))) {
         try {
           queues = new Map((await api.listQueues()).map((q) => [q.queue_id, q.queue_name]));
         } catch (err) {
@@ -168,7 +168,7 @@ export function renderAudit(root, ctx, query) {
   root.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' },
       h('div', null, h('h1', null, 'Audit log'),
-        h('p', { class: 'muted' }, 'Who changed what in this account, newest first: its queues, consumers, tokens and redrives, and '
+        h('p', { class: 'muted' }, 'Who changed what in this account, newest first: its queues, consumers, tokens, redrives and schedules, and '
           + 'the operator\'s changes to the account. Messages sent, pulled or acknowledged are not recorded. Entries are kept 90 days.'))),
     h('div', { class: 'card card-flush' },
       h('div', { class: 'card-head' }, h('h2', null, 'Entries'), h('div', { class: 'card-head-side' }, list.count, list.refreshBtn)),

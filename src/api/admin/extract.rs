@@ -8,7 +8,7 @@ use std::pin::Pin;
 
 use actix_web::{web, FromRequest, HttpRequest};
 
-use crate::api::extract::{bearer, client_address, cooling_address, failed_from, missing_bearer, request_id};
+use crate::api::extract::{bearer, client_address, cooling_address, failed_from, missing_bearer, request_id, slowly};
 use crate::auth::{Operator, OperatorScope, Token, TokenKind};
 use crate::engine::audit::Actor;
 use crate::engine::Engine;
@@ -45,7 +45,9 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
         let (ip, request_id) = (client_address(req), request_id(req));
         Box::pin(async move {
             let text = bearer.ok_or_else(missing_bearer)?;
-            cooling_address(&state, ip, &text)?;
+            if let Err(refusal) = cooling_address(&state, ip, &text) {
+                return Err(slowly(&state, ip, refusal).await);
+            }
             let Some(operator) = state.operators.verify(&text).await? else {
                 failed_from(&state, ip);
                 let account = Token::parse(&text).is_some_and(|t| t.kind == TokenKind::Account);
@@ -54,7 +56,7 @@ impl<R: OperatorRequirement + 'static> FromRequest for Operated<R> {
                 } else {
                     "invalid or revoked operator token"
                 };
-                return Err(ApiError::new(Kind::Unauthorized, message));
+                return Err(slowly(&state, ip, ApiError::new(Kind::Unauthorized, message)).await);
             };
             if !operator.has(R::SCOPE) {
                 state.metrics.auth_refusals.with_label_values(&["missing_scope"]).inc();

@@ -24,6 +24,11 @@ export const ACTIONS = [
   ['token.revoke', 'Token revoked'],
   ['redrive.start', 'Redrive started'],
   ['redrive.cancel', 'Redrive cancelled'],
+  ['schedule.create', 'Schedule created'],
+  ['schedule.update', 'Schedule changed'],
+  ['schedule.pause', 'Schedule paused'],
+  ['schedule.resume', 'Schedule resumed'],
+  ['schedule.delete', 'Schedule deleted'],
   ['account.create', 'Account created'],
   ['account.update', 'Account changed'],
   ['account.suspend', 'Account suspended'],
@@ -38,6 +43,7 @@ const RESOURCES = {
   consumer: ['Consumer', 'Consumers'],
   token: ['Token', 'Tokens'],
   redrive: ['Redrive', 'Redrives'],
+  schedule: ['Schedule', 'Schedules'],
   account: ['Account', 'Account'],
 };
 
@@ -90,15 +96,15 @@ function valuesOf(entry) {
 }
 
 /**
- * The queue an entry is about, when it is about one: a queue's own entry, or a consumer's (its
- * queue). {id, name}; the name from the values, else from `nameFor(id)`.
+ * The queue an entry is about, when it is about one: a queue's own entry, or a consumer's or a
+ * schedule's (its queue). {id, name}; the name from the values, else from `nameFor(id)`.
  */
 function queueOf(entry, nameFor) {
   const resource = entry.resource || {};
   const values = valuesOf(entry);
   let queueId = null;
   if (resource.type === 'queue') queueId = text(resource.id) || text(values.queue_id);
-  else if (resource.type === 'consumer') queueId = text(values.queue_id);
+  else if (resource.type === 'consumer' || resource.type === 'schedule') queueId = text(values.queue_id);
   if (!queueId) return null;
   return { id: queueId, name: text(values.queue_name) || (nameFor ? text(nameFor(queueId)) : null) };
 }
@@ -225,6 +231,7 @@ function entryRows(entry, { isMine, linkFor, nameFor }) {
   let what = null;
   if (resource.type === 'queue' && queue) what = queueRef(queue);
   else if (resource.type === 'consumer' && queue) what = ['of ', queueRef(queue)];
+  else if (resource.type === 'schedule' && queue) what = ['to ', queueRef(queue)];
   else if (resource.type === 'redrive' && text(valuesOf(entry).destination_queue)) what = `to ${valuesOf(entry).destination_queue}`;
   else if (name) what = h('span', { class: 'strong' }, name);
   const resourceId = resource.id === null || resource.id === undefined ? null : String(resource.id);

@@ -25,7 +25,7 @@ export function createAccountAudit({ api, ctx, accountId }) {
       h('h2', { id: 'account-audit-title' }, 'Audit log'),
       h('div', { class: 'card-head-side' }, list.count, list.refreshBtn)),
     h('p', { class: 'card-intro muted small' },
-      'Who changed what in this account, newest first: its queues, consumers, tokens and redrives (by its tokens), and its '
+      'Who changed what in this account, newest first: its queues, consumers, tokens, redrives and schedules (by its tokens), and its '
       + 'name, plan, standing and deletion (by operators). Messages are not recorded. Entries are kept 90 days.'),
     list.els);
 

@@ -1,0 +1,374 @@
+// The account's schedules (#/schedules, a skiplock extension): a message published to one of its queues
+// on a cron expression in a time zone, or every so many seconds. A form to create one (the queue picked
+// from the account's queues), and the list, oldest first, a page at a time (the page in the address),
+// refreshed every few seconds: each schedule's queue, cadence, next and last run, runs, state and last
+// error, with pause or resume, and delete.
+
+import { h, field, id, notice, num, badge, busy, duration, confirmDialog } from '../lib/dom.js';
+import { describe } from '../lib/api.js';
+import { createPagedTable, pageRange } from '../lib/paged-table.js';
+import { numberInput, readNumber } from './queue/inputs.js';
+
+/** Schedules on a page of the list. */
+export const PER_PAGE = 50;
+/** The longest interval the server takes: 366 days. */
+const MAX_INTERVAL = 31622400;
+const REFRESH_MS = 5000;
+
+const whenFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
+
+/** A time as this browser shows it; the server's RFC 3339 text as is when it is not one. */
+function when(value) {
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? String(value) : whenFmt.format(d);
+}
+
+/** "in 5 min" or "5 min ago", from now. */
+function relative(value, now) {
+  const ms = new Date(value).getTime() - now;
+  if (Number.isNaN(ms)) return '';
+  if (Math.abs(ms) < 1000) return 'now';
+  return ms > 0 ? `in ${duration(ms / 1000)}` : `${duration(-ms / 1000)} ago`;
+}
+
+/** The browser's own time zone (the form's default), or UTC. */
+function browserZone() {
+  try {
+    return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC';
+  } catch {
+    return 'UTC';
+  }
+}
+
+/** The time zones the browser knows, for the time zone field's suggestions (UTC first). */
+function knownZones() {
+  try {
+    const zones = typeof Intl.supportedValuesOf === 'function' ? Intl.supportedValuesOf('timeZone') : [];
+    return ['UTC', ...zones.filter((z) => z !== 'UTC')];
+  } catch {
+    return ['UTC'];
+  }
+}
+
+/** A schedule's cadence in words: the cron expression and its zone, or "Every 1 h". */
+export function cadenceText(s) {
+  return s.cron ? `${s.cron} (${s.time_zone})` : `Every ${duration(s.interval_seconds)}`;
+}
+
+/** `page` is the page of the list to show first, from 1 (the address's `?page=`). */
+export function renderSchedules(root, ctx, page = 1) {
+  ctx.setTitle('Schedules');
+  const { api } = ctx;
+
+  // The account's queues, id → name (the first 1000, as the API lists them): the form's choices and the
+  // list's queue names. Read at first, and again when a schedule names a queue not known yet.
+  let queues = new Map();
+  let queuesRead = null;
+  const missing = new Set(); // queues of schedules that the last read did not list
+
+  // ---- create form ----
+  const queueSelect = h('select', { required: true }, h('option', { value: '' }, 'Loading queues…'));
+  const radioName = id('cadence');
+  const byCron = h('input', { type: 'radio', name: radioName, value: 'cron', checked: true });
+  const byInterval = h('input', { type: 'radio', name: radioName, value: 'interval' });
+  const cadenceSet = h('fieldset', { class: 'radios' }, h('legend', null, 'Runs'),
+    h('label', { class: 'radio' }, byCron,
+      h('span', null, h('strong', null, 'On a cron expression'), h('span', { class: 'muted' }, ' — at set times, in a time zone'))),
+    h('label', { class: 'radio' }, byInterval,
+      h('span', null, h('strong', null, 'Every so many seconds'), h('span', { class: 'muted' }, ' — counted from when it is created'))));
+  const cron = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: '0 3 * * *' });
+  const zoneListId = id('zones');
+  const zone = h('input', { type: 'text', spellcheck: 'false', autocomplete: 'off', list: zoneListId, value: browserZone() });
+  const zoneList = h('datalist', { id: zoneListId }, knownZones().map((z) => h('option', { value: z })));
+  const cronFields = h('div', { class: 'form-grid' },
+    field('Cron expression', cron, { hint: 'Minute, hour, day of month, month, day of week (0 3 * * 1-5: 03:00 on weekdays), or @hourly, @daily, @weekly, @monthly, @yearly.' }),
+    field('Time zone', zone, { hint: 'An IANA name such as Europe/Berlin or UTC. Daylight saving is followed.' }),
+    zoneList);
+  const interval = numberInput({ min: '1', max: String(MAX_INTERVAL), placeholder: '3600' });
+  const intervalFields = h('div', { class: 'form-grid', hidden: true },
+    field('Interval (seconds)', interval, { hint: `1 to ${num(MAX_INTERVAL)} (366 days).` }));
+  const contentType = h('select', null,
+    h('option', { value: 'json' }, 'JSON'),
+    h('option', { value: 'text' }, 'Text'),
+    h('option', { value: 'bytes' }, 'Bytes (base64)'));
+  const body = h('textarea', { rows: '3', spellcheck: 'false', class: 'mono', placeholder: '{"report": "daily"}' });
+  const delay = numberInput({ min: '0', max: '86400', placeholder: 'queue default' });
+  const keyTemplate = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'schedule:{schedule_id}:{tick}' });
+  const startPaused = h('input', { type: 'checkbox' });
+  const createBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Create schedule');
+  const createMsg = notice();
+  const form = h('form', { class: 'stack', novalidate: true, 'aria-labelledby': 'create-schedule-title' },
+    h('h2', { id: 'create-schedule-title' }, 'Create a schedule'),
+    h('div', { class: 'narrow' }, field('Queue', queueSelect, { hint: 'Each run publishes the message to this queue.' })),
+    cadenceSet,
+    cronFields,
+    intervalFields,
+    h('div', { class: 'form-grid' }, field('Content type', contentType)),
+    field('Message body', body, { wide: true, hint: 'Published as it is at each run, as a message sent to the queue would be.' }),
+    h('details', { class: 'more-settings' },
+      h('summary', null, 'More options'),
+      h('div', { class: 'form-grid' },
+        field('Delay (seconds)', delay, { hint: 'Optional, 0 to 86,400: each message waits this long before delivery.' }),
+        field('Idempotency key', keyTemplate, { hint: 'Optional; must contain {tick} (the run\'s time in Unix seconds); {schedule_id} is filled in too. A run fired twice is stored once.' })),
+      h('label', { class: 'check schedule-paused' }, startPaused, h('span', null, 'Create it paused'))),
+    h('div', { class: 'form-actions' }, createBtn),
+    createMsg.el);
+
+  const showCadence = () => {
+    cronFields.hidden = !byCron.checked;
+    intervalFields.hidden = !byInterval.checked;
+  };
+  byCron.addEventListener('change', showCadence);
+  byInterval.addEventListener('change', showCadence);
+  contentType.addEventListener('change', () => {
+    body.placeholder = { json: '{"report": "daily"}', text: 'Time to send the daily report', bytes: 'aGVsbG8=' }[contentType.value];
+  });
+
+  /** The inputs the server's 400 names, by the field its message starts with. */
+  const FIELD_INPUTS = [
+    ['queue_id', queueSelect], ['cron', cron], ['time_zone', zone], ['interval_seconds', interval],
+    ['message.delay_seconds', delay], ['message.body', body], ['message', body], ['idempotency_key', keyTemplate],
+  ];
+  const allInputs = FIELD_INPUTS.map(([, input]) => input);
+
+  /** The form's schedule, as the API takes it; throws an Error saying what to fix. */
+  function chosen() {
+    for (const input of allInputs) input.removeAttribute('aria-invalid');
+    const invalid = (input, text) => {
+      input.setAttribute('aria-invalid', 'true');
+      input.focus();
+      return new Error(text);
+    };
+    if (!queueSelect.value) throw invalid(queueSelect, queues.size ? 'Choose the queue the schedule publishes to.' : 'Create a queue first: a schedule publishes to one of your queues.');
+    const schedule = { queue_id: queueSelect.value };
+    if (byCron.checked) {
+      const expression = cron.value.trim();
+      if (!expression) throw invalid(cron, 'Give a cron expression, such as 0 3 * * * (every day at 03:00).');
+      schedule.cron = expression;
+      const tz = zone.value.trim();
+      if (tz) schedule.time_zone = tz;
+    } else {
+      schedule.interval_seconds = readNumber(interval, 'The interval', 1, MAX_INTERVAL, { optional: false });
+    }
+    const type = contentType.value;
+    let payload = body.value;
+    if (type === 'json') {
+      try {
+        payload = JSON.parse(body.value);
+      } catch (err) {
+        throw invalid(body, `The body is not valid JSON: ${err.message}`);
+      }
+    } else if (type === 'bytes') {
+      payload = body.value.replace(/\s+/g, '');
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload) || payload.length % 4 !== 0) throw invalid(body, 'For bytes, the body must be base64 (A-Z, a-z, 0-9, +, /, = padding).');
+    }
+    schedule.message = { body: payload, content_type: type };
+    const seconds = readNumber(delay, 'The delay', 0, 86400);
+    if (seconds !== undefined) schedule.message.delay_seconds = seconds;
+    // Sent as typed: the server checks the keys it makes and says what is wrong.
+    if (keyTemplate.value !== '') schedule.idempotency_key = keyTemplate.value;
+    if (startPaused.checked) schedule.paused = true;
+    return schedule;
+  }
+
+  form.addEventListener('submit', async (e) => {
+    e.preventDefault();
+    createMsg.clear();
+    let schedule;
+    try {
+      schedule = chosen();
+    } catch (err) {
+      createMsg.show(err.message);
+      return;
+    }
+    try {
+      const made = await busy(createBtn, 'Creating…', () => api.createSchedule(schedule));
+      if (ctx.signal.aborted) return;
+      const next = made.next_run_at ? ` Its first run is ${when(made.next_run_at)}.` : ' It is paused.';
+      createMsg.show(`Schedule created on ${queues.get(made.queue_id) || 'the queue'}.${next}`, 'success');
+      ctx.toast('Schedule created.');
+      poller.now();
+    } catch (err) {
+      if (ctx.signal.aborted) return;
+      createMsg.show(describe(err));
+      // The server's 400 starts with the field it refuses: mark it.
+      if (err.kind === 'invalid') {
+        const named = FIELD_INPUTS.find(([name]) => err.message.startsWith(name));
+        if (named) named[1].setAttribute('aria-invalid', 'true');
+      }
+    }
+  });
+
+  async function readQueues() {
+    const list = await api.listQueues();
+    queues = new Map(list.map((q) => [q.queue_id, q.queue_name]).sort((a, b) => a[1].localeCompare(b[1])));
+    const picked = queueSelect.value;
+    if (queues.size) {
+      queueSelect.replaceChildren(h('option', { value: '' }, 'Choose a queue…'),
+        ...[...queues].map(([queueId, name]) => h('option', { value: queueId }, name)));
+    } else {
+      queueSelect.replaceChildren(h('option', { value: '' }, 'No queues yet'));
+    }
+    queueSelect.value = queues.has(picked) ? picked : '';
+  }
+
+  /** The queues, read once (and again after `refresh`); a failure shows in the form and is tried again later. */
+  function ensureQueues(refresh = false) {
+    if (!queuesRead || refresh) {
+      queuesRead = readQueues().catch((err) => {
+        queuesRead = null;
+        if (!ctx.signal.aborted) createMsg.show(`The queues could not be listed: ${describe(err)}`);
+      });
+    }
+    return queuesRead;
+  }
+
+  // ---- list ----
+  const listMsg = notice();
+  const updated = h('span', { class: 'live', 'aria-hidden': 'true' });
+  const {
+    count, table, tbody, empty, loading, prev, next, pager, holdPage, showPage,
+  } = createPagedTable({
+    label: 'Schedules',
+    columns: ['Queue', 'Cadence', 'Next run', 'Last run', 'Runs', 'State', 'Last error', 'Actions'],
+    loadingText: 'Loading schedules…',
+    empty: [h('p', { class: 'empty-title' }, 'No schedules yet'),
+      h('p', { class: 'muted' }, 'Create one above: it publishes its message to the queue at each run.')],
+    pagerLabel: 'Schedule pages',
+  });
+
+  function queueCell(s) {
+    const name = queues.get(s.queue_id);
+    const label = name
+      ? h('a', { href: `#/queues/${s.queue_id}`, class: 'queue-link' }, name)
+      : h('code', { title: `Queue ID ${s.queue_id}` }, `${s.queue_id.slice(0, 8)}…`);
+    return h('td', { 'data-label': 'Queue', class: 'cell-name' }, label);
+  }
+
+  function cadenceCell(s) {
+    if (s.cron) {
+      return h('td', { 'data-label': 'Cadence' }, h('code', null, s.cron), h('span', { class: 'sub' }, s.time_zone));
+    }
+    return h('td', { 'data-label': 'Cadence', title: `Every ${num(s.interval_seconds)} seconds` },
+      `Every ${duration(s.interval_seconds)}`);
+  }
+
+  function timeCell(label, value, none, now, title = null) {
+    if (!value) return h('td', { 'data-label': label }, h('span', { class: 'muted' }, none));
+    return h('td', { 'data-label': label },
+      h('time', { datetime: value, title: title || value }, when(value)),
+      h('span', { class: 'sub' }, relative(value, now)));
+  }
+
+  function row(s, now) {
+    const queueName = queues.get(s.queue_id) || 'its queue';
+    const what = `${cadenceText(s)} on ${queueName}`;
+    const toggle = h('button', { type: 'button', class: 'btn btn-sm', 'aria-label': `${s.paused ? 'Resume' : 'Pause'} the schedule ${what}` },
+      s.paused ? 'Resume' : 'Pause');
+    toggle.addEventListener('click', async () => {
+      listMsg.clear();
+      try {
+        await busy(toggle, s.paused ? 'Resuming…' : 'Pausing…', () => (s.paused ? api.resumeSchedule(s.schedule_id) : api.pauseSchedule(s.schedule_id)));
+        if (ctx.signal.aborted) return;
+        ctx.toast(s.paused ? 'Schedule resumed.' : 'Schedule paused.');
+        poller.now();
+      } catch (err) {
+        if (!ctx.signal.aborted) listMsg.show(describe(err));
+      }
+    });
+    const remove = h('button', { type: 'button', class: 'btn btn-danger-outline btn-sm', 'aria-label': `Delete the schedule ${what}` }, 'Delete…');
+    remove.addEventListener('click', async () => {
+      listMsg.clear();
+      const ok = await confirmDialog({
+        title: 'Delete this schedule?',
+        message: `Nothing more is published ${s.cron ? `on ${s.cron} (${s.time_zone})` : `every ${duration(s.interval_seconds)}`} to ${queueName}. The messages it published stay in the queue.`,
+        confirmLabel: 'Delete schedule',
+      });
+      if (!ok) return;
+      try {
+        await busy(remove, 'Deleting…', () => api.deleteSchedule(s.schedule_id));
+        if (ctx.signal.aborted) return;
+        ctx.toast('Schedule deleted.');
+        poller.now();
+      } catch (err) {
+        if (!ctx.signal.aborted) listMsg.show(describe(err));
+      }
+    });
+    const upcoming = (s.next_runs || []).map(when).join('\n');
+    return h('tr', { dataset: { schedule: s.schedule_id } },
+      queueCell(s),
+      cadenceCell(s),
+      timeCell('Next run', s.next_run_at, s.paused ? 'Paused' : '—', now, upcoming ? `Next runs:\n${upcoming}` : null),
+      timeCell('Last run', s.last_run_at, 'Never', now),
+      h('td', { class: 'num', 'data-label': 'Runs' }, num(s.runs)),
+      h('td', { 'data-label': 'State' }, s.paused ? badge('Paused', 'warning') : badge('Active', 'success')),
+      h('td', { 'data-label': 'Last error' }, s.last_error ? h('span', { class: 'schedule-error' }, s.last_error) : h('span', { class: 'muted' }, '—')),
+      h('td', { class: 'actions-col' }, h('div', { class: 'row-actions' }, toggle, remove)));
+  }
+
+  /** Shows page `to` (the address follows, so Back returns to the page before). */
+  function go(to, { replace = false } = {}) {
+    page = to;
+    const hash = page > 1 ? `#/schedules?page=${page}` : '#/schedules';
+    if (replace) history.replaceState(null, '', hash);
+    else history.pushState(null, '', hash);
+    holdPage();
+    poller.now();
+  }
+  prev.addEventListener('click', () => go(page - 1));
+  next.addEventListener('click', () => go(page + 1));
+
+  const poller = ctx.poll(REFRESH_MS, async () => {
+    const asked = page;
+    let items;
+    let info;
+    try {
+      await ensureQueues();
+      ({ items, info } = await api.listSchedules(asked, PER_PAGE));
+      // A schedule of a queue made since the queues were read: read them again, for its name (once per
+      // such queue: one past the first 1000 queues stays unnamed).
+      const unknown = items.map((s) => s.queue_id).filter((q) => !queues.has(q) && !missing.has(q));
+      if (unknown.length) {
+        unknown.forEach((q) => missing.add(q));
+        await ensureQueues(true);
+      }
+    } catch (err) {
+      if (ctx.signal.aborted) return;
+      loading.hidden = true;
+      updated.textContent = 'Not updating';
+      updated.classList.add('live-stale');
+      if (err.kind === 'network' || err.kind === 'timeout') throw err;
+      listMsg.show(describe(err));
+      return;
+    }
+    if (ctx.signal.aborted || asked !== page) return; // another page was asked for meanwhile
+    if (items.length === 0 && info.total_pages > 0 && page > info.total_pages) {
+      // Past the end (schedules deleted, or an old address): the last page instead.
+      go(info.total_pages, { replace: true });
+      return;
+    }
+    listMsg.clear();
+    loading.hidden = true;
+    const now = Date.now();
+    tbody.replaceChildren(...items.map((s) => row(s, now)));
+    table.hidden = items.length === 0;
+    empty.hidden = info.total_count !== 0;
+    count.textContent = info.total_count ? `${pageRange(info, items.length)} ${info.total_count === 1 ? 'schedule' : 'schedules'}` : '';
+    showPage(info);
+    updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
+    updated.classList.remove('live-stale');
+  });
+
+  root.append(h('section', { class: 'page' },
+    h('div', { class: 'page-head' },
+      h('div', null, h('h1', null, 'Schedules'),
+        h('p', { class: 'muted' }, 'Messages published to your queues on a cron expression or every so many seconds. '
+          + `Oldest first, ${PER_PAGE} to a page, refreshed every few seconds.`)),
+      h('div', { class: 'page-head-side' }, updated)),
+    h('div', { class: 'card' }, form),
+    h('div', { class: 'card card-flush' },
+      h('div', { class: 'card-head' }, h('h2', null, 'All schedules'), count),
+      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager)));
+
+  return null;
+}
