@@ -32,9 +32,13 @@ pub struct Schedule {
     pub modified_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "id, account_id, queue_id, cron, time_zone, interval_seconds, anchor_at, content_type, body, \
-                       delay_seconds, idempotency_key, paused, next_run_at, last_run_at, last_error, runs, created_at, \
-                       modified_at";
+/// A schedule's columns, as `schedule` reads them (a macro, so that each statement is one literal).
+macro_rules! columns {
+    () => {
+        "id, account_id, queue_id, cron, time_zone, interval_seconds, anchor_at, content_type, body, delay_seconds, \
+         idempotency_key, paused, next_run_at, last_run_at, last_error, runs, created_at, modified_at"
+    };
+}
 
 fn schedule(row: PgRow) -> Schedule {
     Schedule {
@@ -60,13 +64,14 @@ fn schedule(row: PgRow) -> Schedule {
 
 /// Stores a new schedule (its id, queue, cadence, message and first run as given).
 pub async fn create(pool: &PgPool, s: &Schedule) -> Result<Schedule, sqlx::Error> {
-    let statement = format!(
+    let statement = concat!(
         "insert into schedules (id, account_id, queue_id, cron, time_zone, interval_seconds, anchor_at, content_type,
                                 body, delay_seconds, idempotency_key, paused, next_run_at)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-         returning {COLUMNS}"
+         returning ",
+        columns!()
     );
-    sqlx::query(&statement)
+    sqlx::query(statement)
         .bind(s.id.0)
         .bind(s.queue.account().0)
         .bind(s.queue.id().0)
@@ -89,14 +94,15 @@ pub async fn create(pool: &PgPool, s: &Schedule) -> Result<Schedule, sqlx::Error
 /// schedule; None when it has no such schedule. A node firing it meanwhile loses its hold, so that the
 /// tick it records cannot overwrite the change.
 pub async fn save(pool: &PgPool, s: &Schedule) -> Result<Option<Schedule>, sqlx::Error> {
-    let statement = format!(
+    let statement = concat!(
         "update schedules set queue_id = $3, cron = $4, time_zone = $5, interval_seconds = $6, anchor_at = $7,
                 content_type = $8, body = $9, delay_seconds = $10, idempotency_key = $11, paused = $12,
                 next_run_at = $13, modified_at = now(), held_by = null, held_until = null
          where account_id = $1 and id = $2
-         returning {COLUMNS}"
+         returning ",
+        columns!()
     );
-    sqlx::query(&statement)
+    sqlx::query(statement)
         .bind(s.queue.account().0)
         .bind(s.id.0)
         .bind(s.queue.id().0)
@@ -116,8 +122,8 @@ pub async fn save(pool: &PgPool, s: &Schedule) -> Result<Option<Schedule>, sqlx:
 }
 
 pub async fn get(pool: &PgPool, account: AccountId, id: ScheduleId) -> Result<Option<Schedule>, sqlx::Error> {
-    let statement = format!("select {COLUMNS} from schedules where account_id = $1 and id = $2");
-    sqlx::query(&statement).bind(account.0).bind(id.0).fetch_optional(pool).await.map(|row| row.map(schedule))
+    let statement = concat!("select ", columns!(), " from schedules where account_id = $1 and id = $2");
+    sqlx::query(statement).bind(account.0).bind(id.0).fetch_optional(pool).await.map(|row| row.map(schedule))
 }
 
 /// A page of the account's schedules, oldest first, and how many it has.
@@ -128,8 +134,8 @@ pub async fn list(
     offset: i64,
 ) -> Result<(Vec<Schedule>, i64), sqlx::Error> {
     let statement =
-        format!("select {COLUMNS} from schedules where account_id = $1 order by created_at, id limit $2 offset $3");
-    let rows = sqlx::query(&statement).bind(account.0).bind(limit).bind(offset).fetch_all(pool).await?;
+        concat!("select ", columns!(), " from schedules where account_id = $1 order by created_at, id limit $2 offset $3");
+    let rows = sqlx::query(statement).bind(account.0).bind(limit).bind(offset).fetch_all(pool).await?;
     let total: i64 = sqlx::query_scalar("select count(*) from schedules where account_id = $1")
         .bind(account.0)
         .fetch_one(pool)
@@ -150,14 +156,15 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: ScheduleId) -> Result
 /// Takes up to `limit` schedules that are due and that no node holds (or whose holder's hold ran out),
 /// holding each for `hold_seconds` for `node`, earliest due first.
 pub async fn take_due(pool: &PgPool, node: Uuid, limit: i64, hold_seconds: f64) -> Result<Vec<Schedule>, sqlx::Error> {
-    let statement = format!(
+    let statement = concat!(
         "update schedules set held_by = $1, held_until = now() + make_interval(secs => $3)
          where id in (select id from schedules
                       where not paused and next_run_at <= now() and (held_until is null or held_until < now())
                       order by next_run_at limit $2 for update skip locked)
-         returning {COLUMNS}"
+         returning ",
+        columns!()
     );
-    let rows = sqlx::query(&statement).bind(node).bind(limit).bind(hold_seconds).fetch_all(pool).await?;
+    let rows = sqlx::query(statement).bind(node).bind(limit).bind(hold_seconds).fetch_all(pool).await?;
     Ok(rows.into_iter().map(schedule).collect())
 }
 
