@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -115,6 +115,13 @@ bench-sizes:
 	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench sizes
+
+# Schedules: 10,000 firing every minute; tick to commit and the CPU between ticks (docs/benchmarks.md,
+# "Schedules"): about 4 minutes.
+bench-schedules:
+	@$(cluster_db)
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench schedules
 
 # W12 delete under fire: an account of 100,000 messages over 100 queues deleted while a neighbour publishes
 # 1,000 msg/s through another node, the node working on it SIGKILLed part-way (docs/benchmarks.md): a few minutes.
