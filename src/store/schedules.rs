@@ -133,8 +133,11 @@ pub async fn list(
     limit: i64,
     offset: i64,
 ) -> Result<(Vec<Schedule>, i64), sqlx::Error> {
-    let statement =
-        concat!("select ", columns!(), " from schedules where account_id = $1 order by created_at, id limit $2 offset $3");
+    let statement = concat!(
+        "select ",
+        columns!(),
+        " from schedules where account_id = $1 order by created_at, id limit $2 offset $3"
+    );
     let rows = sqlx::query(statement).bind(account.0).bind(limit).bind(offset).fetch_all(pool).await?;
     let total: i64 = sqlx::query_scalar("select count(*) from schedules where account_id = $1")
         .bind(account.0)
