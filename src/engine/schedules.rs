@@ -60,7 +60,7 @@ impl Engine {
     pub async fn create_schedule(&self, account: AccountId, input: ScheduleInput) -> ApiResult<Schedule> {
         let queue = input.queue.ok_or_else(|| ApiError::invalid("queue_id is required"))?;
         let message = input.message.ok_or_else(|| ApiError::invalid("message is required"))?;
-        if store::schedules::list(&self.pool, account, 0, 0).await?.1 >= MAX_SCHEDULES_PER_ACCOUNT {
+        if store::schedules::count(&self.pool, account).await? >= MAX_SCHEDULES_PER_ACCOUNT {
             return Err(ApiError::new(
                 Kind::QueueQuota,
                 format!(

@@ -62,18 +62,15 @@ fn schedule(row: PgRow) -> Schedule {
     }
 }
 
-/// Stores a new schedule (its id, queue, cadence, message and first run as given).
-pub async fn create(pool: &PgPool, s: &Schedule) -> Result<Schedule, sqlx::Error> {
-    let statement = concat!(
-        "insert into schedules (id, account_id, queue_id, cron, time_zone, interval_seconds, anchor_at, content_type,
-                                body, delay_seconds, idempotency_key, paused, next_run_at)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-         returning ",
-        columns!()
-    );
+/// `statement` with the schedule's account and id as $1 and $2 and its stored fields from $3 on, in the
+/// order of `create` and `save`.
+fn with_fields<'q>(
+    statement: &'q str,
+    s: &'q Schedule,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
     sqlx::query(statement)
-        .bind(s.id.0)
         .bind(s.queue.account().0)
+        .bind(s.id.0)
         .bind(s.queue.id().0)
         .bind(&s.cron)
         .bind(&s.time_zone)
@@ -85,9 +82,18 @@ pub async fn create(pool: &PgPool, s: &Schedule) -> Result<Schedule, sqlx::Error
         .bind(&s.idempotency_key)
         .bind(s.paused)
         .bind(s.next_run_at)
-        .fetch_one(pool)
-        .await
-        .map(schedule)
+}
+
+/// Stores a new schedule (its id, queue, cadence, message and first run as given).
+pub async fn create(pool: &PgPool, s: &Schedule) -> Result<Schedule, sqlx::Error> {
+    let statement = concat!(
+        "insert into schedules (account_id, id, queue_id, cron, time_zone, interval_seconds, anchor_at, content_type,
+                                body, delay_seconds, idempotency_key, paused, next_run_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+         returning ",
+        columns!()
+    );
+    with_fields(statement, s).fetch_one(pool).await.map(schedule)
 }
 
 /// Writes what a tenant may change (the queue, cadence, message, paused, next run) over the account's
@@ -102,23 +108,7 @@ pub async fn save(pool: &PgPool, s: &Schedule) -> Result<Option<Schedule>, sqlx:
          returning ",
         columns!()
     );
-    sqlx::query(statement)
-        .bind(s.queue.account().0)
-        .bind(s.id.0)
-        .bind(s.queue.id().0)
-        .bind(&s.cron)
-        .bind(&s.time_zone)
-        .bind(s.interval_seconds)
-        .bind(s.anchor_at)
-        .bind(s.content_type)
-        .bind(&s.body)
-        .bind(s.delay_seconds)
-        .bind(&s.idempotency_key)
-        .bind(s.paused)
-        .bind(s.next_run_at)
-        .fetch_optional(pool)
-        .await
-        .map(|row| row.map(schedule))
+    with_fields(statement, s).fetch_optional(pool).await.map(|row| row.map(schedule))
 }
 
 pub async fn get(pool: &PgPool, account: AccountId, id: ScheduleId) -> Result<Option<Schedule>, sqlx::Error> {
@@ -139,11 +129,13 @@ pub async fn list(
         " from schedules where account_id = $1 order by created_at, id limit $2 offset $3"
     );
     let rows = sqlx::query(statement).bind(account.0).bind(limit).bind(offset).fetch_all(pool).await?;
-    let total: i64 = sqlx::query_scalar("select count(*) from schedules where account_id = $1")
-        .bind(account.0)
-        .fetch_one(pool)
-        .await?;
+    let total = count(pool, account).await?;
     Ok((rows.into_iter().map(schedule).collect(), total))
+}
+
+/// How many schedules the account has.
+pub async fn count(pool: &PgPool, account: AccountId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from schedules where account_id = $1").bind(account.0).fetch_one(pool).await
 }
 
 /// Deletes the account's schedule; false when it has no such schedule.
