@@ -30,12 +30,14 @@ pub enum Mode {
     Pull,
     Webhook,
     Ordered,
+    /// Schedules firing into a queue (`chaos_schedules`): every tick stored once.
+    Schedules,
 }
 
 impl Mode {
     /// Whether the consumers pull (and so hold leases of a known length).
     fn pulls(self) -> bool {
-        self != Mode::Webhook
+        matches!(self, Mode::Pull | Mode::Ordered)
     }
 }
 
@@ -115,7 +117,7 @@ pub(crate) fn ordering_key(message: &Value) -> Option<String> {
     message["metadata"]["ordering_key"].as_str().map(str::to_owned)
 }
 
-struct Cluster {
+pub(crate) struct Cluster {
     pg: TempCluster,
     url: String,
     server: Option<Child>,
@@ -163,10 +165,38 @@ impl Cluster {
         }
     }
 
-    async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         if let Some(mut child) = self.server.take() {
             let _ = child.kill().await; // SIGKILL
         }
+    }
+
+    /// Kills the server at random moments for `args.seconds` (and restarts PostgreSQL at every Nth kill,
+    /// and takes `receiver` down for a moment), starting it again each time; answers the kills and
+    /// restarts.
+    pub(crate) async fn kill_repeatedly(
+        &mut self,
+        args: &ChaosArgs,
+        receiver: Option<&FaultyReceiver>,
+    ) -> anyhow::Result<(u64, u64)> {
+        let started = Instant::now();
+        let (mut kills, mut pg_restarts) = (0u64, 0u64);
+        while started.elapsed() < Duration::from_secs(args.seconds) {
+            let wait = rand::thread_rng().gen_range(1..=args.kill_every_ms.max(1));
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            self.kill().await;
+            kills += 1;
+            if args.pg_restart_every > 0 && kills % args.pg_restart_every == 0 {
+                self.pg.stop_immediately();
+                self.pg.start();
+                pg_restarts += 1;
+            }
+            if let Some(r) = receiver {
+                r.kill_for(Duration::from_millis(rand::thread_rng().gen_range(0..500)));
+            }
+            self.start_server().await?;
+        }
+        Ok((kills, pg_restarts))
     }
 }
 
@@ -224,7 +254,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         .await?;
     let created: Value = serde_json::from_slice(&out.stdout).context("account create")?;
     let roles = match args.mode {
-        Mode::Pull | Mode::Ordered => "api",
+        Mode::Pull | Mode::Ordered | Mode::Schedules => "api",
         Mode::Webhook => "api,dispatcher",
     };
     let mut cluster = Cluster { pg, url, server: None, port: free_port(), roles };
@@ -238,12 +268,15 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         ),
         created["token"].as_str().unwrap_or_default().to_owned(),
     );
+    if args.mode == Mode::Schedules {
+        return crate::chaos_schedules::run(&args, &mut cluster, &client).await;
+    }
     let queue =
         client.post("queues", &json!({"queue_name": "chaos"})).await.map_err(|_| anyhow::anyhow!("create queue"))?;
     let queue = queue["queue_id"].as_str().unwrap_or_default().to_owned();
     let dlq_consumer = json!({"type": "http_pull"});
     let receiver = match args.mode {
-        Mode::Pull | Mode::Ordered => {
+        Mode::Pull | Mode::Ordered | Mode::Schedules => {
             let consumer = json!({"type": "http_pull", "dead_letter_queue": "chaos-dlq", "settings": {"max_retries": MAX_RETRIES}});
             client
                 .post(&format!("queues/{queue}/consumers"), &consumer)
@@ -271,7 +304,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let rate = args.publish_rate.unwrap_or(match args.mode {
         Mode::Pull => 0,
         Mode::Webhook => 1_000,
-        Mode::Ordered => 500,
+        Mode::Ordered | Mode::Schedules => 500,
     });
     // Each producer publishes batches of 10; spaced so that together they keep `rate`.
     let pause = (rate > 0).then(|| Duration::from_secs_f64(10.0 * args.producers as f64 / rate as f64));
@@ -291,23 +324,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         }
     }
 
-    let started = Instant::now();
-    let (mut kills, mut pg_restarts) = (0u64, 0u64);
-    while started.elapsed() < Duration::from_secs(args.seconds) {
-        let wait = rand::thread_rng().gen_range(1..=args.kill_every_ms.max(1));
-        tokio::time::sleep(Duration::from_millis(wait)).await;
-        cluster.kill().await;
-        kills += 1;
-        if args.pg_restart_every > 0 && kills % args.pg_restart_every == 0 {
-            cluster.pg.stop_immediately();
-            cluster.pg.start();
-            pg_restarts += 1;
-        }
-        if let Some(r) = &receiver {
-            r.kill_for(Duration::from_millis(rand::thread_rng().gen_range(0..500)));
-        }
-        cluster.start_server().await?;
-    }
+    let (kills, pg_restarts) = cluster.kill_repeatedly(&args, receiver.as_ref()).await?;
     stop.cancel();
     while load.join_next().await.is_some() {}
 
@@ -720,7 +737,7 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
     let mut violations = Vec::new();
     let mut duplicates = 0;
     let lease = Duration::from_millis(match mode {
-        Mode::Pull | Mode::Ordered => VISIBILITY_MS,
+        Mode::Pull | Mode::Ordered | Mode::Schedules => VISIBILITY_MS,
         Mode::Webhook => WEBHOOK_TIMEOUT_MS * 2 + 5_000,
     });
     for (body, deliveries) in &mut by_body {

@@ -37,6 +37,7 @@
 
 mod api_load;
 mod chaos;
+mod chaos_schedules;
 mod cluster_rate;
 mod cpu;
 mod delete_under_fire;

@@ -11,6 +11,7 @@ pub mod backlog;
 pub mod consumers;
 pub mod deletion;
 pub mod delivery;
+pub mod firing;
 pub mod floors;
 pub mod gauges;
 pub mod horizon;

@@ -1,35 +1,18 @@
-//! Schedules: a tenant's changes to them, and the loop every node runs that fires the due ones. A due
-//! schedule is taken by one node (its row held for `HOLD`), its tick's message published as any publish
-//! is (the account's publish rate and the queue's quota apply), and the tick recorded only while the node
-//! still holds it. A node that dies mid-fire leaves the tick to another once the hold runs out; the tick's
-//! message carries an idempotency key made from the tick, so a tick fired twice is stored once.
+//! Schedules: a tenant's changes to them (their cadence checked, their next run set) and their views.
+//! The loop that fires them is in `firing.rs`.
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::Duration;
-
-use bytes::Bytes;
 use chrono::{DateTime, Timelike, Utc};
-use tokio_util::sync::CancellationToken;
 
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, ScheduleId};
-use crate::queue::message::{ContentType, MessageKey, NewMessage};
+use crate::queue::message::NewMessage;
 use crate::queue::schedule::{self, Cadence};
 use crate::queue::Invalid;
 use crate::store;
 use crate::store::owned::OwnedQueue;
-use crate::store::schedules::{Fired, Schedule};
+use crate::store::schedules::Schedule;
 
-/// A node holds a schedule it fires for this long; a tick refused for a while (the account's publish rate)
-/// is tried again once it runs out.
-pub const HOLD: Duration = Duration::from_secs(10);
-/// Schedules a node takes at once.
-const BATCH: i64 = 500;
-/// The longest a node waits before it looks again: schedules made or changed on other nodes are seen
-/// within it.
-const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// Schedules an account may have.
 pub const MAX_SCHEDULES_PER_ACCOUNT: i64 = 1_000;
 
@@ -157,111 +140,6 @@ impl Engine {
     pub async fn delete_schedule(&self, account: AccountId, id: ScheduleId) -> ApiResult<bool> {
         Ok(store::schedules::delete(&self.pool, account, id).await?)
     }
-
-    /// Fires due schedules until `stop`: when one is due, takes a batch, fires each and records them;
-    /// otherwise sleeps until the next is due (at most `LOOK_EVERY`, one query a second when idle).
-    pub async fn fire_schedules(self: Arc<Self>, stop: CancellationToken) {
-        loop {
-            let wait = match store::schedules::next_due(&self.pool).await {
-                Ok(Some(due)) if due <= Utc::now() => match self.fire_due().await {
-                    Ok(true) => continue,
-                    Ok(false) => Duration::ZERO,
-                    Err(err) => {
-                        tracing::warn!(error = %err, "firing due schedules failed; will retry");
-                        LOOK_EVERY
-                    }
-                },
-                Ok(Some(due)) => (due - Utc::now()).to_std().unwrap_or(Duration::ZERO).min(LOOK_EVERY),
-                Ok(None) => LOOK_EVERY,
-                Err(err) => {
-                    tracing::warn!(error = %err, "looking for due schedules failed; will retry");
-                    LOOK_EVERY
-                }
-            };
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tokio::time::sleep(wait.max(Duration::from_millis(5))) => {}
-            }
-        }
-    }
-
-    /// Takes a batch of due schedules, fires their ticks (one publish per queue, so that a queue's ticks
-    /// share a statement) and records them in one statement; true when the batch was full.
-    async fn fire_due(&self) -> Result<bool, sqlx::Error> {
-        let taken = store::schedules::take_due(&self.pool, self.node, BATCH, HOLD.as_secs_f64()).await?;
-        let full = taken.len() as i64 == BATCH;
-        let now = Utc::now();
-        let mut fired = Vec::with_capacity(taken.len());
-        let mut per_queue: HashMap<OwnedQueue, Vec<(Fired, NewMessage)>> = HashMap::new();
-        for s in taken {
-            match tick_of(s, now) {
-                Ok((queue, tick, message)) => per_queue.entry(queue).or_default().push((tick, message)),
-                Err(unfireable) => fired.push(unfireable),
-            }
-        }
-        let published = per_queue.into_iter().map(|(queue, ticks)| async move {
-            let (mut ticks, messages): (Vec<Fired>, Vec<NewMessage>) = ticks.into_iter().unzip();
-            if self.standing.refusal(queue.account()).is_some() {
-                // A suspended account's schedules wait, as its deliveries do; tried again as the hold runs out.
-                self.metrics.schedule_ticks.with_label_values(&["deferred"]).inc_by(ticks.len() as u64);
-                return Vec::new();
-            }
-            let outcome = self.publish(queue, messages).await;
-            let label = match &outcome {
-                Ok(_) => "published",
-                Err(err) if matches!(err.kind, Kind::RateLimited | Kind::Unavailable) => "deferred",
-                Err(_) => "failed",
-            };
-            self.metrics.schedule_ticks.with_label_values(&[label]).inc_by(ticks.len() as u64);
-            match outcome {
-                Ok(_) => {
-                    let lag = self.metrics.schedule_lag.with_label_values::<&str>(&[]);
-                    for t in &ticks {
-                        lag.observe((Utc::now() - t.tick).to_std().unwrap_or_default().as_secs_f64());
-                    }
-                    ticks
-                }
-                // Held back past a second by the account's publish rate, or the database away: tried again
-                // once the hold runs out.
-                Err(err) if matches!(err.kind, Kind::RateLimited | Kind::Unavailable) => Vec::new(),
-                Err(err) => {
-                    // The queue is full (or went away): these ticks are skipped, and the schedules say why.
-                    for t in &mut ticks {
-                        t.stored = false;
-                        t.error = Some(format!("tick at {} not published: {}", t.tick.to_rfc3339(), err.message));
-                    }
-                    ticks
-                }
-            }
-        });
-        fired.extend(futures_util::future::join_all(published).await.into_iter().flatten());
-        let recorded = store::schedules::fired(&self.pool, self.node, &fired).await?;
-        if recorded < fired.len() as u64 {
-            // Changed by their tenants, or taken over after the hold ran out: the rows say what is next.
-            tracing::info!(changed = fired.len() as u64 - recorded, "schedules changed while they fired");
-        }
-        Ok(full)
-    }
-}
-
-/// A held schedule's tick, the latest due (after an outage, the ticks missed fire once), as it will be
-/// recorded once published, and its message; or, for a schedule that cannot fire, its record saying why.
-fn tick_of(s: Schedule, now: DateTime<Utc>) -> Result<(OwnedQueue, Fired, NewMessage), Fired> {
-    let due = s.next_run_at.unwrap_or(now);
-    let cadence = cadence_of(&s)
-        // Not reachable through the API, which checks what it stores; a row changed by hand is let be.
-        .map_err(|err| Fired { id: s.id, tick: due, next: None, stored: false, error: Some(err.message) })?;
-    let tick = cadence.latest_due(due, now);
-    let next = cadence.next_after(tick);
-    let key = schedule::tick_key(s.idempotency_key.as_deref(), &s.id.to_string(), tick);
-    let message = NewMessage {
-        content_type: ContentType::from_code(s.content_type),
-        body: Bytes::from(s.body),
-        delay_seconds: s.delay_seconds.map(i64::from),
-        idempotency_key: MessageKey::parse("idempotency_key", &key).ok(),
-        ordering_key: None,
-    };
-    Ok((s.queue, Fired { id: s.id, tick, next, stored: true, error: None }, message))
 }
 
 /// Sets the cadence of `s` from what was given (exactly one of cron and interval), and its next run from now.

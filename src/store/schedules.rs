@@ -148,19 +148,38 @@ pub async fn delete(pool: &PgPool, account: AccountId, id: ScheduleId) -> Result
     Ok(done.rows_affected() == 1)
 }
 
-/// Takes up to `limit` schedules that are due and that no node holds (or whose holder's hold ran out),
-/// holding each for `hold_seconds` for `node`, earliest due first.
-pub async fn take_due(pool: &PgPool, node: Uuid, limit: i64, hold_seconds: f64) -> Result<Vec<Schedule>, sqlx::Error> {
+/// Takes up to `limit` schedules due within `lead_seconds` that no node holds (or whose holder's hold ran
+/// out), holding each for `node` until `hold_seconds` after its tick, earliest due first.
+pub async fn take_due(
+    pool: &PgPool,
+    node: Uuid,
+    limit: i64,
+    lead_seconds: f64,
+    hold_seconds: f64,
+) -> Result<Vec<Schedule>, sqlx::Error> {
     let statement = concat!(
-        "update schedules set held_by = $1, held_until = now() + make_interval(secs => $3)
+        "update schedules set held_by = $1, held_until = greatest(next_run_at, now()) + make_interval(secs => $4)
          where id in (select id from schedules
-                      where not paused and next_run_at <= now() and (held_until is null or held_until < now())
+                      where not paused and next_run_at <= now() + make_interval(secs => $3)
+                        and (held_until is null or held_until < now())
                       order by next_run_at limit $2 for update skip locked)
          returning ",
         columns!()
     );
-    let rows = sqlx::query(statement).bind(node).bind(limit).bind(hold_seconds).fetch_all(pool).await?;
+    let rows =
+        sqlx::query(statement).bind(node).bind(limit).bind(lead_seconds).bind(hold_seconds).fetch_all(pool).await?;
     Ok(rows.into_iter().map(schedule).collect())
+}
+
+/// Which of `ids` `node` still holds: a schedule paused, changed or deleted since it was taken is not.
+pub async fn still_held(pool: &PgPool, node: Uuid, ids: &[ScheduleId]) -> Result<Vec<ScheduleId>, sqlx::Error> {
+    let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+    let held: Vec<Uuid> = sqlx::query_scalar("select id from schedules where id = any($2) and held_by = $1")
+        .bind(node)
+        .bind(&ids)
+        .fetch_all(pool)
+        .await?;
+    Ok(held.into_iter().map(ScheduleId).collect())
 }
 
 /// How one tick of a schedule went.
@@ -177,6 +196,8 @@ pub struct Fired {
 /// Records ticks of schedules `node` holds and lets them go, in one statement; answers how many it
 /// recorded: a schedule `node` no longer holds (its hold ran out and another node took it, or the tenant
 /// changed or deleted it meanwhile) is left as it is.
+/// `s.id = any($2)` finds the rows by their key: with the ticks' array alone, a generic plan may scan every
+/// row the node holds for each tick (seconds, once it holds ten thousand).
 pub async fn fired(pool: &PgPool, node: Uuid, ticks: &[Fired]) -> Result<u64, sqlx::Error> {
     let ids: Vec<Uuid> = ticks.iter().map(|t| t.id.0).collect();
     let at: Vec<DateTime<Utc>> = ticks.iter().map(|t| t.tick).collect();
@@ -188,7 +209,7 @@ pub async fn fired(pool: &PgPool, node: Uuid, ticks: &[Fired]) -> Result<u64, sq
                 last_error = t.error, held_by = null, held_until = null
          from unnest($2::uuid[], $3::timestamptz[], $4::timestamptz[], $5::int[], $6::text[])
               as t(id, tick, next, ran, error)
-         where s.id = t.id and s.held_by = $1",
+         where s.id = any($2) and s.id = t.id and s.held_by = $1",
     )
     .bind(node)
     .bind(&ids)
