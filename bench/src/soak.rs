@@ -17,10 +17,11 @@
 //! Every client records what it sent and got in the crash suite's histories (chaos.rs); after the run
 //! everything left is drained and `chaos::check` judges them. Per minute: messages published, delivered
 //! and acked per second, publish round trips and publish -> first receipt latencies (p50, p99), each
-//! node's RSS and CPU, and from PostgreSQL the size, live and dead rows and autovacuum runs of every table
-//! and the size of every index. The verdicts (lost 0, RSS growth, p99 stability, flat sizes) are printed,
-//! stored with the figures in `bench/results/soak-<time>.json`, and fail the run when one fails;
-//! scripts/plot-soak.py draws the figures.
+//! node's RSS and CPU, and from PostgreSQL the size, live and dead rows and autovacuum runs of every table,
+//! the size of every index, and the checkpoints (their count and time) and WAL written. The verdicts
+//! (lost 0, RSS growth, p99 stability, flat sizes) are printed, stored with the figures in
+//! `bench/results/soak-<time>.json`, and fail the run when one fails; scripts/plot-soak.py draws the
+//! figures.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -1347,6 +1348,26 @@ async fn database_sample(db: &mut PgConnection) -> anyhow::Result<Value> {
     )
     .fetch_one(&mut *db)
     .await?;
+    // Checkpoints so far and their write and sync time, and the WAL written: the bursts of a minute's p99
+    // are set beside them. PostgreSQL 17 moved the checkpoints' counters to a view of their own.
+    let checkpoints: (i64, f64) =
+        match sqlx::query_as("select num_timed + num_requested, write_time + sync_time from pg_stat_checkpointer")
+            .fetch_one(&mut *db)
+            .await
+        {
+            Ok(found) => found,
+            Err(_) => sqlx::query_as(
+                "select checkpoints_timed + checkpoints_req, checkpoint_write_time + checkpoint_sync_time
+             from pg_stat_bgwriter",
+            )
+            .fetch_one(&mut *db)
+            .await
+            .unwrap_or_default(),
+        };
+    let wal: f64 = sqlx::query_scalar("select (pg_current_wal_lsn() - '0/0')::float8")
+        .fetch_one(&mut *db)
+        .await
+        .unwrap_or_default();
     let mut table_map = serde_json::Map::new();
     for (name, total, table, index, live, dead, autovacuum, autoanalyze) in &tables {
         table_map.insert(
@@ -1364,6 +1385,7 @@ async fn database_sample(db: &mut PgConnection) -> anyhow::Result<Value> {
         "index_bytes": tables.iter().map(|t| t.3).sum::<i64>(),
         "dead_rows": tables.iter().map(|t| t.5).sum::<i64>(),
         "oldest_snapshot_age_s": oldest,
+        "checkpoints_count": checkpoints.0, "checkpoint_ms_count": checkpoints.1, "wal_position_bytes": wal,
     }))
 }
 
@@ -1461,6 +1483,7 @@ fn minute_rows(
         }
         let mut db = sample["db"].clone();
         add_autovacuum_runs(&mut db, previous.map(|p| &p["db"]));
+        add_checkpoints_and_wal(&mut db, previous.map(|p| &p["db"]));
         rows.push(json!({
             "minute": i + 1,
             "faults": faults,
@@ -1517,6 +1540,24 @@ fn add_autovacuum_runs(db: &mut Value, previous: Option<&Value>) {
     }
     db["autovacuum_runs"] = json!(vacuums);
     db["autoanalyze_runs"] = json!(analyzes);
+}
+
+/// Adds to a sample the checkpoints, their time and the WAL written since the previous sample (counters
+/// that start again from 0 after an immediate restart count from 0 there, as autovacuum runs do).
+fn add_checkpoints_and_wal(db: &mut Value, previous: Option<&Value>) {
+    let delta = |key: &str| {
+        let now = db[key].as_f64().unwrap_or_default();
+        match previous.and_then(|p| p[key].as_f64()) {
+            Some(before) if before <= now => now - before,
+            Some(_) => now,
+            None => 0.0,
+        }
+    };
+    let (checkpoints, ms, wal) =
+        (delta("checkpoints_count"), delta("checkpoint_ms_count"), delta("wal_position_bytes"));
+    db["checkpoints"] = json!(checkpoints);
+    db["checkpoint_ms"] = json!(ms);
+    db["wal_bytes"] = json!(wal);
 }
 
 fn report_json(r: &chaos::Report) -> Value {
@@ -1753,15 +1794,15 @@ fn print(result: &Value) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_owned(), |v| format!("{v:.digits$}"));
     println!(
         "\n| minute | faults | snapshot | published/s | delivered/s | acked/s | publish p50 / p99 ms | pull delivery p50 / p99 ms \
-         | webhook delivery p50 / p99 ms | RSS MiB node 0 / 1 | tables MB | indexes MB | dead rows | autovacuums | CPU % node 0 / 1 / PostgreSQL |"
+         | webhook delivery p50 / p99 ms | RSS MiB node 0 / 1 | tables MB | indexes MB | dead rows | autovacuums | checkpoints (s) | WAL MB | CPU % node 0 / 1 / PostgreSQL |"
     );
-    println!("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for row in result["minutes"].as_array().into_iter().flatten() {
         let pair = |v: &Value| format!("{} / {}", opt(f(&v["p50_ms"]), 1), opt(f(&v["p99_ms"]), 1));
         let db = &row["db"];
         let cpu = &row["cpu_percent"];
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} / {} / {} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} / {} | {} | {} | {} | {} | {} ({}) | {} | {} / {} / {} |",
             row["minute"],
             row["faults"]
                 .as_array()
@@ -1780,6 +1821,9 @@ fn print(result: &Value) {
             opt(f(&db["index_bytes"]).map(|b| b / 1e6), 1),
             db["dead_rows"].as_i64().map_or("-".into(), |d| d.to_string()),
             db["autovacuum_runs"].as_i64().map_or("-".into(), |d| d.to_string()),
+            opt(f(&db["checkpoints"]), 0),
+            opt(f(&db["checkpoint_ms"]).map(|ms| ms / 1000.0), 1),
+            opt(f(&db["wal_bytes"]).map(|b| b / 1e6), 0),
             opt(f(&cpu["node0"]), 0),
             opt(f(&cpu["node1"]), 0),
             opt(f(&cpu["postgres"]), 0),
