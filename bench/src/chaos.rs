@@ -244,7 +244,9 @@ impl Client {
     }
 }
 
-pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
+/// A PostgreSQL cluster of its own with an account, and the server on it with the roles `mode` needs; a
+/// client of the account.
+pub(crate) async fn start(mode: Mode) -> anyhow::Result<(Cluster, Client)> {
     let pg = tokio::task::spawn_blocking(TempCluster::create).await?;
     let url = pg.url("postgres");
     let out = Command::new(crate::setup::skiplock_binary())
@@ -253,7 +255,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         .output()
         .await?;
     let created: Value = serde_json::from_slice(&out.stdout).context("account create")?;
-    let roles = match args.mode {
+    let roles = match mode {
         Mode::Pull | Mode::Ordered | Mode::Schedules => "api",
         Mode::Webhook => "api,dispatcher",
     };
@@ -268,9 +270,12 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         ),
         created["token"].as_str().unwrap_or_default().to_owned(),
     );
-    if args.mode == Mode::Schedules {
-        return crate::chaos_schedules::run(&args, &mut cluster, &client).await;
-    }
+    Ok((cluster, client))
+}
+
+/// The pull, webhook and ordered modes (the schedules mode is `chaos_schedules::run`).
+pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
+    let (mut cluster, client) = start(args.mode).await?;
     let queue =
         client.post("queues", &json!({"queue_name": "chaos"})).await.map_err(|_| anyhow::anyhow!("create queue"))?;
     let queue = queue["queue_id"].as_str().unwrap_or_default().to_owned();

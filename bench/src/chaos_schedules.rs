@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
-use crate::chaos::{wall_ms, ChaosArgs, Client, Cluster};
+use crate::chaos::{wall_ms, ChaosArgs, Client};
 
 const SCHEDULES: usize = 200;
 const INTERVAL_S: i64 = 30;
@@ -22,7 +22,9 @@ struct Made {
     anchor_ms: i64,
 }
 
-pub(crate) async fn run(args: &ChaosArgs, cluster: &mut Cluster, client: &Client) -> anyhow::Result<()> {
+pub(crate) async fn run(args: ChaosArgs) -> anyhow::Result<()> {
+    let (mut cluster, client) = crate::chaos::start(args.mode).await?;
+    let client = &client;
     let queue = client
         .post("queues", &json!({"queue_name": "chaos-ticks"}))
         .await
@@ -52,7 +54,7 @@ pub(crate) async fn run(args: &ChaosArgs, cluster: &mut Cluster, client: &Client
         }
     }
 
-    let (kills, pg_restarts) = cluster.kill_repeatedly(args, None).await?;
+    let (kills, pg_restarts) = cluster.kill_repeatedly(&args, None).await?;
     let ended_ms = wall_ms();
     let due = |m: &Made| (ended_ms - m.anchor_ms).div_euclid(INTERVAL_S * 1000);
 

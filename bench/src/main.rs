@@ -139,6 +139,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Sizes(args) => sizes::run(args).await,
         Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
         Command::Schedules(args) => schedules::run(args).await,
+        Command::Chaos(args) if args.mode == chaos::Mode::Schedules => chaos_schedules::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Soak(args) => soak::run(args).await,
