@@ -78,6 +78,7 @@ pub(crate) async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     }
 
     // Every message, placed on its schedule's tick.
+    let by_body: HashMap<&str, &Made> = made.iter().map(|m| (m.body.as_str(), m)).collect();
     let mut stored: HashMap<(String, i64), usize> = HashMap::new();
     let mut early = Vec::new();
     loop {
@@ -100,7 +101,7 @@ pub(crate) async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         for message in &messages {
             let body = message["body"].as_str().unwrap_or_default().to_owned();
             let at = message["timestamp_ms"].as_i64().unwrap_or_default();
-            let Some(m) = made.iter().find(|m| m.body == body) else { continue };
+            let Some(m) = by_body.get(body.as_str()) else { continue };
             let tick = (at - m.anchor_ms).div_euclid(INTERVAL_S * 1000);
             if tick < 1 {
                 early.push(format!("{body} stored at {at}, before its first tick"));
