@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-flow bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -115,6 +115,14 @@ bench-sizes:
 	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench sizes
+
+# Flow control: 1,000 keys each limited to parallelism 2 and 20 messages/s, drained by pull consumers and by
+# a webhook consumer on two nodes, and again without limits (docs/benchmarks.md, "Flow control"): about
+# 4 minutes.
+bench-flow:
+	@$(cluster_db)
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench flow
 
 # Schedules: 10,000 firing every minute; tick to commit and the CPU between ticks (docs/benchmarks.md,
 # "Schedules"): about 4 minutes.

@@ -163,11 +163,20 @@ impl Api {
         self.publish_numbered(queue, count.div_ceil(100), move |_| batch.clone()).await
     }
 
-    /// W2o's preload: as `preload`, but message i (counted from 0 over the whole preload) carries the
-    /// ordering key `k{i % keys}`, so that the keys take turns as W2o drains them.
-    pub async fn preload_ordered(&self, queue: &str, count: u64, body: &str, keys: u64) -> anyhow::Result<()> {
+    /// W2o's and W2f's preload: as `preload`, but message i (counted from 0 over the whole preload)
+    /// carries the key `k{i % keys}` in `field` (`ordering_key`, `flow_control_key`), so that the keys take
+    /// turns as the drain goes.
+    pub async fn preload_keyed(
+        &self,
+        queue: &str,
+        count: u64,
+        body: &str,
+        keys: u64,
+        field: &'static str,
+    ) -> anyhow::Result<()> {
         let body = serde_json::to_string(body).expect("a string encodes");
-        self.publish_numbered(queue, count.div_ceil(100), move |batch| ordered_batch(&body, batch * 100, keys)).await
+        let batches = count.div_ceil(100);
+        self.publish_numbered(queue, batches, move |batch| keyed_batch(&body, batch * 100, keys, field)).await
     }
 
     /// Publishes batches `0..batches` to `queue` over four connections, each taking the next number;
@@ -427,8 +436,8 @@ impl Keyed {
 }
 
 /// A batch of 100 messages of `body` (already JSON text), the first numbered `first`, each with the
-/// ordering key `k{number % keys}`; written by hand, as `Keyed::template` is.
-fn ordered_batch(body: &str, first: u64, keys: u64) -> String {
+/// key `k{number % keys}` in `field`; written by hand, as `Keyed::template` is.
+fn keyed_batch(body: &str, first: u64, keys: u64, field: &str) -> String {
     use std::fmt::Write;
     let mut text = String::with_capacity(100 * (body.len() + 64) + 16);
     text.push_str(r#"{"messages":["#);
@@ -436,7 +445,7 @@ fn ordered_batch(body: &str, first: u64, keys: u64) -> String {
         if i > first {
             text.push(',');
         }
-        write!(text, r#"{{"body":{body},"content_type":"text","ordering_key":"k{}"}}"#, i % keys)
+        write!(text, r#"{{"body":{body},"content_type":"text","{field}":"k{}"}}"#, i % keys)
             .expect("a String takes any text");
     }
     text.push_str("]}");

@@ -28,8 +28,10 @@
 //!   skiplock-bench soak [--minutes 60] [--kill-every-secs 300] ...
 //!       an hour of mixed load over 100 accounts on two nodes, a node SIGKILLed every 5 minutes, PostgreSQL
 //!       restarted once, a snapshot held 10 minutes; per-minute figures and verdicts (make soak).
+//!   skiplock-bench flow [--keys 1000 --parallelism 2 --rate 20 --seconds 15]
+//!       flow control's accuracy: the most of one key in flight, each key's rate, pull and webhook, two nodes.
 //!   skiplock-bench suite [--quick] [--only w1,w2,...]
-//!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ, W2o and ordered delivery's fairness
+//!       W1-W5 beside the raw SQL ceiling, pgmq and RabbitMQ, W2o (W2f) and ordered delivery's fairness
 //!       (make bench, make bench-quick).
 //!
 //! DATABASE_URL must name a server where the bench may create (and then drops) its own database;
@@ -44,6 +46,7 @@ mod delete_under_fire;
 mod fairness;
 mod first_delivery;
 mod flood;
+mod flow;
 mod ha;
 mod horizon;
 mod http;
@@ -111,6 +114,8 @@ enum Command {
     DeleteUnderFire(delete_under_fire::DeleteUnderFireArgs),
     /// Schedules at scale: 10,000 firing every minute; tick to commit, and the CPU between ticks.
     Schedules(schedules::SchedulesArgs),
+    /// Flow control at scale: 1,000 keys at parallelism 2 and 20 msg/s each, pull and webhook, two nodes.
+    Flow(flow::FlowArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -139,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Sizes(args) => sizes::run(args).await,
         Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
         Command::Schedules(args) => schedules::run(args).await,
+        Command::Flow(args) => flow::run(args).await,
         Command::Chaos(args) if args.mode == chaos::Mode::Schedules => chaos_schedules::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,

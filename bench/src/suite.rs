@@ -29,9 +29,9 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w2o, fairness, w3, w4, w5, w7), comma-separated; w1k also
-    /// runs W1d and a W1 of skiplock beside it; w2o a W2 of skiplock beside each of its rounds, and the
-    /// fairness figure; w2 (or w2b) runs both W2 and W2b, a round of W2b after each round of W2 (so that
+    /// Run only these workloads (w1, w1k, w2, w2b, w2o, w2f, fairness, w3, w4, w5, w7), comma-separated; w1k
+    /// also runs W1d and a W1 of skiplock beside it; w2o and w2f a W2 of skiplock beside each of their
+    /// rounds, w2o also the fairness figure; w2 (or w2b) runs both W2 and W2b, a round of W2b after each round of W2 (so that
     /// `--only w2` can drive a skiplock without ordering keys).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
@@ -569,10 +569,11 @@ impl Bench {
         Ok(run)
     }
 
-    /// W2o: the W2 drain of messages whose ordering keys go round 1,000 keys, skiplock only. Each round
-    /// follows a round of skiplock's W2 (as W1k's follow W1's), so that the two are read seconds apart on
-    /// a host whose load swings more between W2's rounds and W2o's than the keys may cost.
-    async fn draining_ordered(&self, plan: &Plan, queues: &Queues) -> anyhow::Result<[Row; 2]> {
+    /// W2o (W2f): the W2 drain of messages whose ordering (flow) keys go round 1,000 keys, skiplock only.
+    /// Each round follows a round of skiplock's W2 (as W1k's follow W1's), so that the two are read
+    /// seconds apart on a host whose load swings more between W2's rounds and W2o's than the keys may
+    /// cost. W2f's keys have no limits: what it measures is what keeping count of them costs.
+    async fn draining_keyed(&self, plan: &Plan, queues: &Queues, keys: Keys) -> anyhow::Result<[Row; 2]> {
         let (mut plain, mut ordered) = (vec![], vec![]);
         for _ in 0..plan.rounds {
             self.empty_queues().await?;
@@ -583,7 +584,7 @@ impl Bench {
             };
             let unkeyed = self.measure(System::Skiplock, work).await?;
             self.empty_queues().await?;
-            self.api.preload_ordered(&queues.skiplock, plan.preload, &self.body, ORDERING_KEYS).await?;
+            self.api.preload_keyed(&queues.skiplock, plan.preload, &self.body, DRAIN_KEYS, keys.field()).await?;
             exec(&self.skiplock_url, "vacuum analyze messages; vacuum analyze message_bodies").await?;
             let work = async {
                 let drained = self.api.drain(&queues.skiplock, 4, plan.seconds).await?;
@@ -591,21 +592,33 @@ impl Bench {
             };
             let keyed = self.measure(System::Skiplock, work).await?;
             eprintln!(
-                "  W2 beside W2o: {:.0} msg/s; W2o ({ORDERING_KEYS} ordering keys): {:.0} msg/s ({:.2}x)",
+                "  W2 beside {name}: {:.0} msg/s; {name} ({DRAIN_KEYS} keys): {:.0} msg/s ({:.2}x)",
                 unkeyed.rate(),
                 keyed.rate(),
-                keyed.rate() / unkeyed.rate()
+                keyed.rate() / unkeyed.rate(),
+                name = keys.name(),
             );
             plain.push(unkeyed);
             ordered.push(keyed);
         }
         Ok([
-            Row { workload: W2_BESIDE_W2O, runs: vec![(System::Skiplock, plain)] },
-            Row {
-                workload: "W2o drain, messages over 1,000 ordering keys, pull 100 + ack 100, 4 consumers",
-                runs: vec![(System::Skiplock, ordered)],
-            },
+            Row { workload: keys.beside(), runs: vec![(System::Skiplock, plain)] },
+            Row { workload: keys.workload(), runs: vec![(System::Skiplock, ordered)] },
         ])
+    }
+
+    /// W2o or W2f and the W2 beside it, added to `rows`; the ratio of their medians.
+    async fn keyed_beside_plain(
+        &self,
+        plan: &Plan,
+        queues: &Queues,
+        keys: Keys,
+        rows: &mut Vec<Row>,
+    ) -> anyhow::Result<f64> {
+        let [plain, keyed] = self.draining_keyed(plan, queues, keys).await?;
+        let (keyed_rate, plain_rate) = (keyed.rate(System::Skiplock), plain.rate(System::Skiplock));
+        rows.extend([plain, keyed]);
+        Ok(keyed_rate.unwrap_or(0.0) / plain_rate.unwrap_or(0.0).max(1e-9))
     }
 
     /// The fairness figure of ordered delivery, on a queue of its own, which is emptied afterwards.
@@ -694,14 +707,49 @@ impl Backlogged {
     }
 }
 
-/// W2o's ordering keys: message i of its preload carries key i % this.
-const ORDERING_KEYS: u64 = 1_000;
+/// W2o's and W2f's keys: message i of their preload carries key i % this.
+const DRAIN_KEYS: u64 = 1_000;
 
 /// How long W1k's W1 publishes, unmeasured, before its first round: at W1's rate, about a gigabyte of
 /// WAL, PostgreSQL's default `max_wal_size`.
 const WARM_UP_SECONDS: f64 = 10.0;
 
-const W2_BESIDE_W2O: &str = "W2 beside W2o: the same drain without keys (skiplock only)";
+/// The keys of a keyed drain.
+#[derive(Debug, Clone, Copy)]
+enum Keys {
+    Ordering,
+    Flow,
+}
+
+impl Keys {
+    fn field(self) -> &'static str {
+        match self {
+            Keys::Ordering => "ordering_key",
+            Keys::Flow => "flow_control_key",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Keys::Ordering => "W2o",
+            Keys::Flow => "W2f",
+        }
+    }
+
+    fn beside(self) -> &'static str {
+        match self {
+            Keys::Ordering => "W2 beside W2o: the same drain without keys (skiplock only)",
+            Keys::Flow => "W2 beside W2f: the same drain without keys (skiplock only)",
+        }
+    }
+
+    fn workload(self) -> &'static str {
+        match self {
+            Keys::Ordering => "W2o drain, messages over 1,000 ordering keys, pull 100 + ack 100, 4 consumers",
+            Keys::Flow => "W2f drain, messages over 1,000 flow keys without limits, pull 100 + ack 100, 4 consumers",
+        }
+    }
+}
 
 /// The queue each system works on.
 struct Queues {
@@ -749,10 +797,12 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
         empty_pulls = pulls;
     }
     let ordered_rows = if wanted("w2o") && bench.present(System::Skiplock) {
-        let [plain, ordered] = bench.draining_ordered(&plan, &queues).await?;
-        let ratio = ordered.rate(System::Skiplock).zip(plain.rate(System::Skiplock)).map(|(o, p)| o / p.max(1e-9));
-        rows.extend([plain, ordered]);
-        ratio
+        Some(bench.keyed_beside_plain(&plan, &queues, Keys::Ordering, &mut rows).await?)
+    } else {
+        None
+    };
+    let flow_rows = if wanted("w2f") && bench.present(System::Skiplock) {
+        Some(bench.keyed_beside_plain(&plan, &queues, Keys::Flow, &mut rows).await?)
     } else {
         None
     };
@@ -854,6 +904,9 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     if let Some(ratio) = ordered_rows {
         println!("\nW2o against the W2 beside it (skiplock, medians): {ratio:.2}x (target: at least 0.7x)");
     }
+    if let Some(ratio) = flow_rows {
+        println!("W2f against the W2 beside it (skiplock, medians): {ratio:.2}x (target: at least 0.8x)");
+    }
     if let Some(f) = &fairness {
         println!(
             "Ordered delivery's fairness: {} messages of one key published first, then {} keys of {} messages; one consumer pulling 100 and acking: every short key's messages had all come after {} pulls (target: at most 12; {} of the deep key's came meanwhile, the first pull brought {} short-key messages of {}); every key's order held",
@@ -912,7 +965,8 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
                    "pull_p50_ms": percentile_ms(&b.pulls, 50.0), "pull_p99_ms": crate::setup::percentile_ms(&b.pulls, 99.0),
                    "w2_pull_p50_ms": percentile_ms(&empty_pulls, 50.0), "w2_pull_p99_ms": crate::setup::percentile_ms(&empty_pulls, 99.0)})
         }),
-        "w2o": ordered_rows.map(|ratio| json!({"ordering_keys": ORDERING_KEYS, "w2o_over_w2_beside_it": ratio})),
+        "w2o": ordered_rows.map(|ratio| json!({"ordering_keys": DRAIN_KEYS, "w2o_over_w2_beside_it": ratio})),
+        "w2f": flow_rows.map(|ratio| json!({"flow_keys": DRAIN_KEYS, "w2f_over_w2_beside_it": ratio})),
         "fairness": fairness.as_ref().map(crate::fairness::Fairness::json),
         "w4_latency": latency,
         "w7_long_poll": long_poll,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod consumers;
 pub mod envelope;
 pub mod extract;
+pub mod flow;
 pub mod messages;
 pub mod observe;
 pub mod paging;
@@ -129,6 +130,10 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/consumers/{consumer_id}";
             get => consumers::get, put => consumers::update, delete => consumers::delete))
         .service(resource!("/consumers/{consumer_id}/rotate_secret"; post => consumers::rotate_secret))
+        .service(resource!("/flow_keys"; get => flow::list))
+        .service(resource!("/flow_keys/{flow_key}"; get => flow::get, put => flow::put, delete => flow::delete))
+        .service(resource!("/flow_keys/{flow_key}/pause"; post => flow::pause))
+        .service(resource!("/flow_keys/{flow_key}/resume"; post => flow::resume))
         .default_service(web::to(no_such_endpoint));
 }
 

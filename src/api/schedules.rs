@@ -127,6 +127,7 @@ async fn input(state: &Engine, account: AccountId, body: ScheduleBody) -> ApiRes
                 delay_seconds: m.delay_seconds,
                 idempotency_key: None,
                 ordering_key: None,
+                flow_control_key: None,
             };
             Some(message::prepare(given, None, &web::Bytes::new(), sizes)?)
         }

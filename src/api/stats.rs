@@ -37,6 +37,8 @@ fn summary(state: &QueueState, sources: Vec<Value>) -> Value {
         "dead_letter_backlog_count": state.dead_letter_backlog_count,
         "dead_letter_sources": sources,
         "ordering_key_count": state.ordering_key_count,
+        "flow_keys_waiting": state.flow_keys_waiting,
+        "flow_waiting_count": state.flow_waiting_count,
     })
 }
 

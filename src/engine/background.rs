@@ -42,6 +42,10 @@ const ROTATE_EVERY: Duration = Duration::from_secs(1);
 /// How often the cleanup horizon's holder is looked for.
 const HORIZON_EVERY: Duration = Duration::from_secs(10);
 
+/// How often the flow keys holding messages back are looked at: a key's message whose rate's time came
+/// while none of its messages left is let go within this.
+const FLOW_EVERY: Duration = Duration::from_secs(1);
+
 /// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the work
 /// of a read rather than how fresh it is.
 const FOLD_EVERY: Duration = Duration::from_secs(1);
@@ -59,6 +63,9 @@ impl Engine {
         );
         self.periodic(tasks, "the retention upkeep", Pace::Every(cadences.retention_sweep), stop, |e| async move {
             maintenance::retention_turn(&e.pool, &e.activity).await
+        });
+        self.periodic(tasks, "letting flow keys go", Pace::Every(FLOW_EVERY), stop, |e| async move {
+            e.release_due_flows().await
         });
         for table in MessageTable::ALL {
             // Each table on a loop of its own: a long vacuum of the bodies must not hold back the next

@@ -1,6 +1,6 @@
 //! Changes to consumers and what follows them: making a dead-letter queue that does not exist yet
-//! (within the account's quota of queues, in its source queue's jurisdiction), and the notice to every
-//! node's dispatcher.
+//! (within the account's quota of queues, in its source queue's jurisdiction), the limits of flow control
+//! its queue's keys take, and the notice to every node's dispatcher.
 
 use super::Engine;
 use crate::auth::sealing::Purpose;
@@ -30,6 +30,7 @@ impl Engine {
         self.ensure_dead_letter_queue(queue, spec.dead_letter_queue).await?;
         let sealed = signing_secret.map(|secret| self.keys.seal_text(Purpose::WebhookSecret, secret));
         let row = store::consumers::create(&self.pool, queue, spec, sealed.as_deref()).await?;
+        self.consumer_limits_changed(queue).await?;
         self.announce_change(queue.id()).await;
         Ok(row)
     }
@@ -45,6 +46,7 @@ impl Engine {
         let row = store::consumers::update(&self.pool, queue, id, spec)
             .await?
             .ok_or_else(|| ApiError::not_found("consumer"))?;
+        self.consumer_limits_changed(queue).await?;
         self.announce_change(queue.id()).await;
         Ok(row)
     }
@@ -53,6 +55,7 @@ impl Engine {
         if !store::consumers::delete(&self.pool, queue, id).await? {
             return Err(ApiError::not_found("consumer"));
         }
+        self.consumer_limits_changed(queue).await?;
         self.announce_change(queue.id()).await;
         Ok(())
     }

@@ -206,6 +206,7 @@ fn tick_of(s: Schedule, now: DateTime<Utc>) -> Result<(OwnedQueue, Fired, NewMes
         delay_seconds: s.delay_seconds.map(i64::from),
         idempotency_key: MessageKey::parse("idempotency_key", &key).ok(),
         ordering_key: None,
+        flow_key: None,
     };
     Ok((s.queue, Fired { id: s.id, tick, next, stored: true, error: None }, message))
 }

@@ -124,7 +124,7 @@ pub async fn refresh_statistics(pool: &PgPool) -> Result<Vec<String>, sqlx::Erro
 }
 
 /// One turn of the retention upkeep: messages past their retention, activity buckets past the chart's
-/// hour, idempotency keys past their window. Each part is tried even if one before it failed.
+/// hour, idempotency keys past their window, flow keys with nothing left to hold. Each part is tried even if one before it failed.
 pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sqlx::Error> {
     let swept = sweep_expired(pool).await;
     if let Ok(n) = swept {
@@ -137,7 +137,8 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sq
     let forgotten = forget_expired_keys(pool).await;
     let shares = store::shares::forget_older_than(pool, super::shares::KEPT_SECONDS).await;
     let audited = super::audit::prune(pool).await;
-    swept.and(pruned).and(forgotten).and(shares).and(audited).map(|_| ())
+    let idle_flows = forget_idle_flow_keys(pool).await;
+    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).map(|_| ())
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.
@@ -146,11 +147,26 @@ const KEY_SWEEP_BATCH: i64 = 5_000;
 /// Removes every idempotency key past its window, a bounded batch per statement. Expired keys already
 /// no longer count (a publish replaces one), so this only keeps the table small.
 pub async fn forget_expired_keys(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    in_batches(|| store::publish::forget_expired_keys(pool, KEY_SWEEP_BATCH)).await
+}
+
+/// Forgets the state of every flow key that has no messages and whose rate would let one go at once, a
+/// bounded batch per statement: a key's next message makes its state again.
+pub async fn forget_idle_flow_keys(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    in_batches(|| store::flow::forget_idle(pool, KEY_SWEEP_BATCH)).await
+}
+
+/// Repeats a removal of at most `KEY_SWEEP_BATCH` rows until one removes fewer; returns how many went.
+async fn in_batches<F, Fut>(mut remove: F) -> Result<u64, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, sqlx::Error>>,
+{
     let mut total = 0;
     loop {
-        let deleted = store::publish::forget_expired_keys(pool, KEY_SWEEP_BATCH).await?;
-        total += deleted;
-        if deleted < KEY_SWEEP_BATCH as u64 {
+        let removed = remove().await?;
+        total += removed;
+        if removed < KEY_SWEEP_BATCH as u64 {
             return Ok(total);
         }
     }

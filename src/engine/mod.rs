@@ -13,6 +13,7 @@ pub mod deletion;
 pub mod delivery;
 pub mod firing;
 pub mod floors;
+pub mod flow;
 pub mod gauges;
 pub mod horizon;
 pub mod limits;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::flow::{FlowLimits, FlowLimitsInput};
 use super::settings::MAX_DELAY_SECONDS;
 use super::{in_range, invalid, Invalid};
 
@@ -55,6 +56,7 @@ pub struct ConsumerSettingsInput {
     pub visibility_timeout_ms: Option<i64>,
     pub retry_backoff: Option<String>,
     pub retry_delay_max: Option<i64>,
+    pub flow_control: Option<FlowLimitsInput>,
 }
 
 fn explicit_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
@@ -78,6 +80,10 @@ pub struct ConsumerSettings {
     /// so a default consumer looks exactly like Cloudflare's.
     #[serde(flatten, skip_serializing_if = "RetryPolicy::is_constant")]
     pub retry: RetryPolicy,
+    /// skiplock's extension: the limits of flow control for each key of the queue's messages. Shown only
+    /// when set, as `flow_control`.
+    #[serde(rename = "flow_control", skip_serializing_if = "FlowLimits::is_none")]
+    pub flow: FlowLimits,
 }
 
 /// How long a retried message waits when the retry names no delay.
@@ -151,6 +157,7 @@ impl ConsumerSettings {
                 visibility_timeout_ms: Some(DEFAULT_VISIBILITY_TIMEOUT_MS),
                 max_concurrency: None,
                 retry: RetryPolicy::constant(0),
+                flow: FlowLimits::default(),
             },
             ConsumerKind::Webhook => Self {
                 batch_size: 10,
@@ -160,6 +167,7 @@ impl ConsumerSettings {
                 visibility_timeout_ms: None,
                 max_concurrency: None,
                 retry: RetryPolicy::constant(0),
+                flow: FlowLimits::default(),
             },
         }
     }
@@ -192,6 +200,9 @@ impl ConsumerSettings {
             return Err(invalid(
                 "settings.retry_backoff exponential needs a retry_delay of at least 1 second as its base",
             ));
+        }
+        if let Some(flow) = &input.flow_control {
+            s.flow = FlowLimits::parse("settings.flow_control.", flow, true)?.with_default_period();
         }
         let only_for = |name: &str, other: ConsumerKind| {
             invalid(format!("settings.{name} applies to {} consumers only", other.as_str()))

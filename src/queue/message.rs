@@ -89,9 +89,11 @@ pub struct NewMessage {
     pub idempotency_key: Option<MessageKey>,
     /// Messages with one key are delivered in publish order, one at a time.
     pub ordering_key: Option<MessageKey>,
+    /// Messages with one key are let go within the limits of flow control for it (`queue::flow`).
+    pub flow_key: Option<MessageKey>,
 }
 
-/// A publisher's key for one message, an idempotency or an ordering key: 1-128 characters of printable
+/// A publisher's key for one message, an idempotency, ordering or flow key: 1-128 characters of printable
 /// ASCII without space.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MessageKey(String);
@@ -140,6 +142,7 @@ pub struct PublishInput<'a> {
     pub delay_seconds: Option<i64>,
     pub idempotency_key: Option<&'a str>,
     pub ordering_key: Option<&'a str>,
+    pub flow_control_key: Option<&'a str>,
 }
 
 /// Turns a published message into stored bytes, applying the size limit and delay precedence:
@@ -190,7 +193,17 @@ pub fn prepare(
         input.idempotency_key.map(|k| MessageKey::parse(format_args!("{field}.idempotency_key"), k)).transpose()?;
     let ordering_key =
         input.ordering_key.map(|k| MessageKey::parse(format_args!("{field}.ordering_key"), k)).transpose()?;
-    Ok(NewMessage { content_type, body: bytes, delay_seconds, idempotency_key, ordering_key })
+    let flow_key = input.flow_control_key.map(|k| flow_key(field, k)).transpose()?;
+    Ok(NewMessage { content_type, body: bytes, delay_seconds, idempotency_key, ordering_key, flow_key })
+}
+
+/// A flow key: a message key that a URL path can name (`.` and `..` are path steps to a URL parser, even
+/// percent-encoded), since its limits are set at `.../flow_keys/{key}`.
+fn flow_key(field: Field, raw: &str) -> Result<MessageKey, Invalid> {
+    if matches!(raw, "." | "..") {
+        return Err(invalid(format!("{field}.flow_control_key cannot be {raw:?}: a URL path cannot name it")));
+    }
+    MessageKey::parse(format_args!("{field}.flow_control_key"), raw)
 }
 
 /// `part` as a slice of `request` when it lies within it, else a copy.
@@ -320,6 +333,7 @@ mod tests {
             delay_seconds: delay,
             idempotency_key: None,
             ordering_key: None,
+            flow_control_key: None,
         }
     }
 
@@ -419,6 +433,7 @@ mod tests {
                 delay_seconds: None,
                 idempotency_key: None,
                 ordering_key: None,
+                flow_control_key: None,
             },
             None,
         );

@@ -5,6 +5,7 @@
 pub mod account;
 pub mod answer;
 pub mod consumer;
+pub mod flow;
 pub mod lease;
 pub mod message;
 pub mod plan;

@@ -7,6 +7,7 @@ use uuid::Uuid;
 use super::{is_foreign_key_violation, violated_constraint, StoreError};
 use crate::ids::{AccountId, ConsumerId, QueueId};
 use crate::queue::consumer::{Backoff, ConsumerKind, ConsumerSettings, RetryPolicy};
+use crate::queue::flow::FlowLimits;
 use crate::queue::settings::MAX_DELAY_SECONDS;
 use crate::store::owned::OwnedQueue;
 
@@ -30,6 +31,9 @@ pub struct ConsumerRow {
     pub created_at: DateTime<Utc>,
     pub retry_backoff: Backoff,
     pub retry_delay_max: Option<i32>,
+    pub flow_parallelism: Option<i32>,
+    pub flow_rate: Option<i32>,
+    pub flow_period: Option<i32>,
 }
 
 /// A consumer's retry policy from its columns.
@@ -51,6 +55,11 @@ impl ConsumerRow {
             visibility_timeout_ms: self.visibility_timeout_ms.map(Into::into),
             max_concurrency: self.max_concurrency.map(Into::into),
             retry: retry_policy(self.retry_delay, self.retry_backoff, self.retry_delay_max),
+            flow: FlowLimits {
+                parallelism: self.flow_parallelism.map(Into::into),
+                rate: self.flow_rate.map(Into::into),
+                period: self.flow_period.map(Into::into),
+            },
         }
     }
 }
@@ -74,8 +83,8 @@ pub async fn create(
     sqlx::query!(
         "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
              retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret,
-             retry_backoff, retry_delay_max)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+             retry_backoff, retry_delay_max, flow_parallelism, flow_rate, flow_period)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
         id.0,
         queue.account().0,
         queue.id().0,
@@ -91,6 +100,9 @@ pub async fn create(
         signing_secret,
         s.retry.backoff.as_str(),
         retry_delay_max(s),
+        s.flow.parallelism.map(|v| v as i32),
+        s.flow.rate.map(|v| v as i32),
+        s.flow.period.map(|v| v as i32),
     )
     .execute(pool)
     .await
@@ -118,7 +130,8 @@ pub async fn list(
         r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
                 q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
-                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max
+                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
+                c.flow_parallelism, c.flow_rate, c.flow_period
          from consumers c join queues q on q.id = c.queue_id
          where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"#,
         account.0,
@@ -138,7 +151,8 @@ pub async fn get(
         r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
                 q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
-                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max
+                c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
+                c.flow_parallelism, c.flow_rate, c.flow_period
          from consumers c join queues q on q.id = c.queue_id
          where c.account_id = $1 and c.queue_id = $2 and c.id = $3"#,
         queue.account().0,
@@ -159,7 +173,8 @@ pub async fn update(
     let updated = sqlx::query!(
         "update consumers set dead_letter_queue = $4, batch_size = $5, max_retries = $6, retry_delay = $7,
              max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
-             url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13
+             url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13,
+             flow_parallelism = $14, flow_rate = $15, flow_period = $16
          where account_id = $1 and queue_id = $2 and id = $3",
         queue.account().0,
         queue.id().0,
@@ -174,6 +189,9 @@ pub async fn update(
         spec.url,
         s.retry.backoff.as_str(),
         retry_delay_max(s),
+        s.flow.parallelism.map(|v| v as i32),
+        s.flow.rate.map(|v| v as i32),
+        s.flow.period.map(|v| v as i32),
     )
     .execute(pool)
     .await?;

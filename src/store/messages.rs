@@ -524,7 +524,7 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId
     let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
         "with gone as (
              delete from messages m where queue_id = $1 and id = any($2)
-             returning m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+             returning m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
               bodies as (delete from message_bodies b
                         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select id, size, keyed from gone",
@@ -554,7 +554,7 @@ pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) 
              from queues q where q.account_id = $1 and q.id = $2),
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
-             returning m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+             returning m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
          bodies as (delete from message_bodies b
                         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
@@ -605,7 +605,7 @@ pub async fn ack_batches(
          gone as (
              delete from messages m where m.id = any(array(select id from acked))
                and (m.queue_id, m.id) in (select queue_id, id from acked)
-             returning m.queue_id, m.id, m.gen, m.size, m.ordering_key is not null as keyed),
+             returning m.queue_id, m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
          bodies as (delete from message_bodies b
                         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
          select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
@@ -635,8 +635,8 @@ pub async fn ack_batches(
     Ok(deleted)
 }
 
-/// The messages a delete found, their total size, and whether any had an ordering key (its next
-/// message is deliverable now).
+/// The messages a delete found, their total size, and whether any had an ordering or a flow key (its
+/// next message may be deliverable now).
 #[derive(Debug, Default)]
 pub struct Deleted {
     pub ids: Vec<MessageId>,

@@ -10,6 +10,7 @@ pub mod consumers;
 pub mod counts;
 pub mod deletion;
 pub mod dispatch;
+pub mod flow;
 pub mod gauges;
 pub mod generations;
 pub mod horizon;

@@ -78,11 +78,13 @@ struct PublishRow {
 }
 
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
-/// holds. `plain`: none has an ordering key, and the insert is what it was before there were keys.
-/// `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys` is
-/// inserted, or locked when the key has messages already; a message is its key's head when it opened
+/// holds. `plain`: none has an ordering or a flow key, and the insert is what it was before there were
+/// keys. `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys`
+/// is inserted, or locked when the key has messages already; a message is its key's head when it opened
 /// the key's row, else it is parked until the messages before it have gone (see the `ordering_keys`
-/// migration). Keys are taken in key order, so concurrent publishes never deadlock.
+/// migration). With their flow keys (`$10`), each key's row in `flow_keys` is made or locked before any
+/// message is stored, and the insert's trigger admits each message to its key or holds it back (see the
+/// `flow_control` migration). Keys are taken in key order, so concurrent publishes never deadlock.
 macro_rules! insert_messages {
     (plain, $queues:literal, $keep:expr) => {
         concat!(
@@ -113,18 +115,30 @@ macro_rules! insert_messages {
          order by m.queue_id, m.key, m.i
          on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by
          returning h.opened_by),
+     flows as (
+         insert into flow_keys as f (queue_id, flow_key, parallelism, rate, period, paused)
+         select k.queue_id, k.key, l.parallelism, l.rate, l.period, l.paused
+         from (select distinct m.queue_id, m.key from unnest($4::uuid[], $10::text[]) as m(queue_id, key)
+               where m.key is not null and m.queue_id in (select id from ",
+            $queues,
+            ")) k
+         cross join lateral flow_limits_of(k.queue_id, k.key) l
+         order by k.queue_id, k.key collate \"C\"
+         on conflict (queue_id, flow_key) do update set paused = f.paused
+         returning 1),
      inserted as (
-         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, gen)
+         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, flow_key, gen)
          select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
-                m.size, now(), m.key, (select gen from message_generations where state = 'current')
-         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[]) as m(id, queue_id, delay, size, key)
+                m.size, now(), m.key, m.flow_key, (select gen from message_generations where state = 'current')
+         from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[], $10::text[])
+             as m(id, queue_id, delay, size, key, flow_key)
          join ",
             $queues,
             " l on l.id = m.queue_id
          cross join lateral (
              select clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
                     m.key is not null and m.id not in (select opened_by from heads) as parked) d
-         where ",
+         where (select count(*) from flows) >= 0 and ",
             $keep,
             ")"
         )
@@ -171,7 +185,7 @@ macro_rules! publish {
     };
 }
 
-/// The start of a publish with idempotency keys (`$10` queues, `$11` keys, one entry per key): the live
+/// The start of a publish with idempotency keys (`$11` queues, `$12` keys, one entry per key): the live
 /// queues with their windows, and the insert of the keys in the order given, to be ended by the caller.
 macro_rules! keyed_publish_start {
     () => {
@@ -183,7 +197,7 @@ macro_rules! keyed_publish_start {
      keys as (
          insert into idempotency_keys (queue_id, key, expires_at)
          select k.queue_id, k.key, l.keys_expire_at
-         from unnest($10::uuid[], $11::text[]) with ordinality as k(queue_id, key, i)
+         from unnest($11::uuid[], $12::text[]) with ordinality as k(queue_id, key, i)
          join live l on l.id = k.queue_id
          where l.idempotency_window > 0
          order by k.i"
@@ -207,9 +221,9 @@ macro_rules! publish_new_keys {
     };
 }
 
-/// Publishes where a key may be held already: each key (`$10`, `$11` as above) is inserted or, if the
+/// Publishes where a key may be held already: each key (`$11`, `$12` as above) is inserted or, if the
 /// queue's copy has expired, refreshed; a key the queue holds unexpired stores nothing. A message is
-/// stored when its key (`$12`) is absent, or when it is the key's first use in the statement (`$13`)
+/// stored when its key (`$13`) is absent, or when it is the key's first use in the statement (`$14`)
 /// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
 /// exactly one of them stores the message.
 macro_rules! publish_any_keys {
@@ -221,7 +235,7 @@ macro_rules! publish_any_keys {
              where idempotency_keys.expires_at <= now()
          returning idempotency_keys.queue_id, idempotency_keys.key),
      kept as (
-         select m.id from unnest($3::uuid[], $4::uuid[], $12::text[], $13::bool[]) as m(id, queue_id, key, first)
+         select m.id from unnest($3::uuid[], $4::uuid[], $13::text[], $14::bool[]) as m(id, queue_id, key, first)
          join live l on l.id = m.queue_id
          where m.key is null or l.idempotency_window = 0
             or m.first and (m.queue_id, m.key) in (select queue_id, key from keys)),
@@ -246,7 +260,7 @@ macro_rules! publish_any_keys {
 }
 
 /// Publishes without keys to queues some of whose dispatcher workers on this node offer to take their
-/// messages (`$10`-`$14`, one entry per `LeaseOffer`). A claim of such a queue right after the commit
+/// messages (`$11`-`$15`, one entry per `LeaseOffer`). A claim of such a queue right after the commit
 /// would find just these messages; so, as that claim would, the statement stores the queue's first
 /// messages that are due now, up to a batch, leased to the worker (a first delivery under way) in the
 /// dispatch slot its offer set aside. A queue that is paused or delays its messages stores them as any
@@ -259,7 +273,7 @@ const PUBLISH_LEASING: &str = "with live as (
          select o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
                 case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
                     as previous_signing_secret
-         from unnest($10::uuid[], $11::uuid[], $12::int4[], $13::float8[], $14::int8[])
+         from unnest($11::uuid[], $12::uuid[], $13::int4[], $14::float8[], $15::int8[])
              as o(queue_id, consumer_id, slot, lease_ms, batch_size)
          join live l on l.id = o.queue_id and not l.delivery_paused and l.delivery_delay = 0
          join consumers c on c.id = o.consumer_id
@@ -324,11 +338,13 @@ pub async fn publish(
     let (target_queues, target_accounts): (Vec<QueueId>, Vec<AccountId>) = targets.into_iter().unzip();
     let total: usize = publishes.iter().map(|p| p.messages.len()).sum();
     let keyed = publishes.iter().any(|p| p.messages.iter().any(|m| m.idempotency_key.is_some()));
-    let ordered = usize::from(publishes.iter().any(|p| p.messages.iter().any(|m| m.ordering_key.is_some())));
+    let ordered = usize::from(
+        publishes.iter().any(|p| p.messages.iter().any(|m| m.ordering_key.is_some() || m.flow_key.is_some())),
+    );
     let (mut ids, mut queues) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut types, mut bodies, mut delays, mut sizes) =
         (Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total), Vec::with_capacity(total));
-    let mut ordering_keys = Vec::with_capacity(total);
+    let (mut ordering_keys, mut flow_keys) = (Vec::with_capacity(total), Vec::with_capacity(total));
     let (mut message_keys, mut firsts) = (Vec::new(), Vec::new());
     let mut keys = Vec::new();
     for p in publishes {
@@ -340,6 +356,7 @@ pub async fn publish(
             delays.push(m.delay_seconds);
             sizes.push(m.body.len() as i32);
             ordering_keys.push(m.ordering_key.as_ref().map(|k| k.as_str()));
+            flow_keys.push(m.flow_key.as_ref().map(|k| k.as_str()));
             if keyed {
                 let key = m.idempotency_key.as_ref().map(|k| k.as_str());
                 message_keys.push(key);
@@ -370,6 +387,7 @@ pub async fn publish(
             .bind(&delays)
             .bind(&sizes)
             .bind(&ordering_keys)
+            .bind(&flow_keys)
     };
     let leasing = !keyed && ordered == 0 && !offers.is_empty();
     let rows = if leasing {

@@ -24,6 +24,9 @@ pub struct QueueState {
     pub dead_letter_backlog_count: Option<i64>,
     /// Ordering keys with messages in the queue.
     pub ordering_key_count: i64,
+    /// Flow keys holding messages back by their limits, and the messages they hold.
+    pub flow_keys_waiting: i64,
+    pub flow_waiting_count: i64,
 }
 
 /// The counts of the queues a `chosen` statement picks (`queue_page` and `queue_state` differ only in it;
@@ -56,7 +59,8 @@ pub async fn queue_page(
                 f.in_flight_count as "in_flight_count!", f.delayed_count as "delayed_count!", b.oldest as "oldest?",
                 q.dead_letter_queue as "dead_letter_queue!",
                 case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as "dead_letter_backlog_count?",
-                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!"
+                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!",
+                w.flow_keys_waiting as "flow_keys_waiting!", w.flow_waiting_count as "flow_waiting_count!"
          from named q
          left join backlogs b on b.queue_id = q.id
          left join backlogs d on d.queue_id = q.dead_letter_id
@@ -67,6 +71,11 @@ pub async fn queue_page(
                     (select count(*) from messages m
                      where m.queue_id = q.id and not m.running and m.available_at > now()
                        and m.available_at < 'infinity') as delayed_count) f
+         -- Flow keys holding messages back, and how many (their state rows, not the messages).
+         cross join lateral (
+             select count(*) filter (where k.held > 0) as flow_keys_waiting,
+                    coalesce(sum(k.held), 0)::int8 as flow_waiting_count
+             from flow_keys k where k.queue_id = q.id) w
          order by q.name"#,
         account.0,
         per_page,
@@ -98,7 +107,8 @@ pub async fn queue_state(pool: &PgPool, queue: OwnedQueue) -> Result<Option<Queu
                 f.in_flight_count as "in_flight_count!", f.delayed_count as "delayed_count!", b.oldest as "oldest?",
                 q.dead_letter_queue as "dead_letter_queue!",
                 case when q.dead_letter_id is not null then coalesce(d.messages, 0) end as "dead_letter_backlog_count?",
-                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!"
+                (select count(*) from ordering_keys h where h.queue_id = q.id) as "ordering_key_count!",
+                w.flow_keys_waiting as "flow_keys_waiting!", w.flow_waiting_count as "flow_waiting_count!"
          from named q
          left join backlogs b on b.queue_id = q.id
          left join backlogs d on d.queue_id = q.dead_letter_id
@@ -109,6 +119,11 @@ pub async fn queue_state(pool: &PgPool, queue: OwnedQueue) -> Result<Option<Queu
                     (select count(*) from messages m
                      where m.queue_id = q.id and not m.running and m.available_at > now()
                        and m.available_at < 'infinity') as delayed_count) f
+         -- Flow keys holding messages back, and how many (their state rows, not the messages).
+         cross join lateral (
+             select count(*) filter (where k.held > 0) as flow_keys_waiting,
+                    coalesce(sum(k.held), 0)::int8 as flow_waiting_count
+             from flow_keys k where k.queue_id = q.id) w
          order by q.name"#,
         queue.account().0,
         queue.id().0,

@@ -17,6 +17,7 @@ mod dispatch_wakeups;
 mod durability;
 mod extend;
 mod first_run;
+mod flow_control;
 mod generations;
 mod idempotency;
 mod large_messages;

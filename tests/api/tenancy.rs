@@ -130,6 +130,8 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     let tick = json!({"body": "tick", "content_type": "text"});
     let made = app.post("schedules", json!({"queue_id": victim_q, "cron": "0 0 1 1 *", "message": tick})).await;
     let schedule = made.body["result"]["schedule_id"].as_str().unwrap().to_owned();
+    // A flow key of the victim's with limits of its own.
+    app.put(&format!("queues/{victim_q}/flow_keys/vip"), json!({"parallelism": 7})).await.expect_ok();
 
     let scope_sets: Vec<Vec<Scope>> = (0u8..8)
         .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
@@ -206,6 +208,14 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::POST, format!("schedules/{schedule}/pause"), json!({})),
                 (Method::POST, format!("schedules/{schedule}/resume"), json!({})),
                 (Method::DELETE, format!("schedules/{schedule}"), json!(null)),
+                (Method::GET, format!("queues/{q}/flow_keys"), json!(null)),
+                (Method::GET, format!("queues/{q}/flow_keys/vip"), json!(null)),
+                (Method::PUT, format!("queues/{q}/flow_keys/vip"), json!({"parallelism": 1})),
+                (Method::PUT, format!("queues/{q}/flow_keys/fresh"), json!({"paused": true})),
+                (Method::DELETE, format!("queues/{q}/flow_keys/vip"), json!(null)),
+                (Method::POST, format!("queues/{q}/flow_keys/vip/pause"), json!({})),
+                (Method::POST, format!("queues/{q}/flow_keys/vip/resume"), json!({})),
+                (Method::POST, format!("queues/{q}/messages"), json!({"body": 1, "flow_control_key": "vip"})),
             ];
             for (method, path, body) in cases {
                 let body = (!body.is_null()).then(|| body.to_string().into_bytes());
@@ -235,7 +245,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 45);
+    assert_eq!(tried, 8 * 2 * 53);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -248,6 +258,9 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     assert_eq!(untouched.expect_ok()["cron"], "0 0 1 1 *");
     assert_eq!(untouched.result()["paused"], false);
     assert_eq!(app.get("schedules").await.expect_ok().as_array().unwrap().len(), 1);
+    let vip = app.get(&format!("queues/{victim_q}/flow_keys/vip")).await;
+    assert_eq!((vip.expect_ok()["parallelism"].as_i64(), vip.result()["paused"].as_bool()), (Some(7), Some(false)));
+    assert_eq!(app.get(&format!("queues/{victim_q}/flow_keys")).await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }
 

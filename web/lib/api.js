@@ -135,6 +135,18 @@ function query(pairs) {
   return text ? `?${text}` : '';
 }
 
+/**
+ * A flow key as the path's last part: percent-encoded (a key may hold `/`, `?` or `#`). "." and ".." are
+ * refused here, before anything is sent: an address reads them as a step in the path, encoded or not
+ * (…/flow_keys/.. would be the queue itself).
+ */
+function flowKeyPath(key) {
+  if (key === '.' || key === '..') {
+    throw new ApiError('invalid', 0, `the flow key "${key}" cannot be named in an address: a browser reads it as a step in the path`);
+  }
+  return `/flow_keys/${encodeURIComponent(key)}`;
+}
+
 /** A paged list's helpers over `call(method, path)`: one page, and every item. */
 function pager(call) {
   /** One page of a list: its items and the server's result_info {page, per_page, count, total_count, total_pages}. */
@@ -203,6 +215,21 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     sendMessage: (id, message) => result('POST', q(id, '/messages'), message),
     peek: (id, batch_size) => result('POST', q(id, '/messages/peek'), { batch_size }),
     purgeMessages: (id, refs) => result('POST', q(id, '/messages/purge'), { refs: refs.map((ref) => ({ ref })) }),
+    // flow control per key (skiplock extension)
+    /**
+     * A page of the queue's flow keys (those with messages or limits of their own), those holding the most
+     * back first: {items, info}. `waiting` lists only the keys holding messages back.
+     */
+    listFlowKeys: (id, { waiting = false, page: number = 1, perPage = 20 } = {}) =>
+      page(q(id, `/flow_keys${query({ page: number, per_page: perPage, waiting: waiting ? 'true' : null })}`)),
+    /** One key, whether or not it has messages. */
+    getFlowKey: async (id, key) => result('GET', q(id, flowKeyPath(key))),
+    /** The key's own limits, `body` {parallelism, rate, period} (null: the consumer's), and `paused` if given. */
+    setFlowKey: async (id, key, body) => result('PUT', q(id, flowKeyPath(key)), body),
+    /** Removes the key's own limits and its pause; not_found when it had none. */
+    clearFlowKey: async (id, key) => result('DELETE', q(id, flowKeyPath(key))),
+    pauseFlowKey: async (id, key) => result('POST', q(id, `${flowKeyPath(key)}/pause`), {}),
+    resumeFlowKey: async (id, key) => result('POST', q(id, `${flowKeyPath(key)}/resume`), {}),
     // redrive (skiplock extension)
     startRedrive: (id, body) => result('POST', q(id, '/redrive'), body),
     listRedrives: (id) => result('GET', q(id, '/redrive')),

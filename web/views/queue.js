@@ -1,5 +1,6 @@
 // One queue: live counts and activity chart, settings (edit, pause/resume), its consumer, test
-// messages, peek, purge, delete; a dead-letter queue shows where its messages came from.
+// messages, peek, purge, delete, flow control per key; a dead-letter queue shows where its messages
+// came from.
 // The parts live in views/queue/; this page loads the queue, polls its stats and hands each part
 // what it needs.
 
@@ -12,6 +13,8 @@ import { createMessages } from './queue/messages.js';
 import { createRedrive } from './queue/redrive.js';
 import { createConsumer } from './queue/consumer.js';
 import { createSettings } from './queue/settings.js';
+import { createFlow } from './queue/flow.js';
+import { hasLimits } from './queue/flow-words.js';
 
 export { forgetHistory } from './queue/activity.js';
 
@@ -22,7 +25,19 @@ export function renderQueue(root, ctx, queueId) {
   let stats = null;
   // Until the first load, there is nothing to poll; the parts may still ask.
   let poller = { now() {}, async stop() {}, resume() {} };
-  const polling = { now: () => poller.now(), stop: () => poller.stop(), resume: () => poller.resume() };
+  // Stopping it stops the flow keys' reads too, and waits for those in flight (`flow` is made below).
+  const polling = {
+    now: () => poller.now(),
+    stop: async () => {
+      const flowIdle = flow.stop();
+      await poller.stop();
+      await flowIdle;
+    },
+    resume: () => {
+      flow.resume();
+      poller.resume();
+    },
+  };
 
   const header = createHeader({
     api, ctx, queueId,
@@ -39,7 +54,14 @@ export function renderQueue(root, ctx, queueId) {
   const activity = createActivity({ queueId });
   const redrive = createRedrive({ api, ctx, queueId, refresh: polling.now, onMoved: () => messages.clear() });
   const messages = createMessages({ api, ctx, queueId, refresh: polling.now, redrive });
-  const consumer = createConsumer({ api, ctx, queueId, refresh: polling.now });
+  const flow = createFlow({ api, ctx, queueId, refresh: polling.now });
+  const consumer = createConsumer({
+    api, ctx, queueId, refresh: polling.now,
+    onChange: (c) => {
+      tiles.setFlowLimits(Boolean(c) && hasLimits(c.settings && c.settings.flow_control));
+      flow.setConsumer(c);
+    },
+  });
   const settings = createSettings({ api, ctx, queueId, onSaved: showQueue });
   const resolveDeadLetter = deadLetterResolver(api);
 
@@ -48,11 +70,13 @@ export function renderQueue(root, ctx, queueId) {
     settings.show(queue);
   }
 
+  /** Resolves once the parts that read more on new stats (the flow keys) have. */
   function showStats(s) {
     stats = s;
     tiles.update(s);
     activity.update(s);
     redrive.update(s);
+    return flow.update(s);
   }
 
   const body = h('div', { class: 'queue-body', hidden: true },
@@ -61,7 +85,8 @@ export function renderQueue(root, ctx, queueId) {
     activity.el,
     h('div', { class: 'columns' },
       h('div', { class: 'column' }, redrive.el, messages.el),
-      h('div', { class: 'column' }, consumer.el, settings.el)));
+      h('div', { class: 'column' }, consumer.el, settings.el)),
+    flow.el);
   const loading = h('p', { class: 'muted loading' }, 'Loading the queue…');
   const page = h('section', { class: 'page' },
     h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' }, h('a', { href: '#/queues' }, 'Queues'), h('span', { 'aria-hidden': 'true' }, '/'), header.crumb),
@@ -89,7 +114,8 @@ export function renderQueue(root, ctx, queueId) {
           const next = await api.queueStats(queueId);
           if (ctx.signal.aborted) return;
           await resolveDeadLetter(next);
-          showStats(next);
+          // Awaited: a poll ends with all it asked answered (a queue is deleted only once none is pending).
+          await showStats(next);
         } catch (err) {
           activity.stale();
           if (err.kind === 'not_found') {

@@ -19,7 +19,7 @@ use crate::store::owned::OwnedQueue;
 type Data = web::Data<Engine>;
 
 /// A published message, borrowing from the request body (see `message::prepare`). Its fields are those
-/// Cloudflare's schema defines and skiplock's two keys; any other (a misspelt `delay_seconds`, say) is a 400
+/// Cloudflare's schema defines and skiplock's three keys; any other (a misspelt `delay_seconds`, say) is a 400
 /// that names it, `messages[i].field` in a batch, rather than a message stored without it. Refusing costs a
 /// valid body nothing: the derived decoder matches each key against the same names either way.
 #[derive(Deserialize)]
@@ -34,6 +34,8 @@ pub struct PublishMessage<'a> {
     idempotency_key: Option<Cow<'a, str>>,
     #[serde(borrow)]
     ordering_key: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    flow_control_key: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -89,6 +91,7 @@ async fn store_batch(
                 delay_seconds: m.delay_seconds,
                 idempotency_key: m.idempotency_key.as_deref(),
                 ordering_key: m.ordering_key.as_deref(),
+                flow_control_key: m.flow_control_key.as_deref(),
             };
             message::prepare(input, batch_delay, request, sizes)
         })

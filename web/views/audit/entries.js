@@ -29,6 +29,10 @@ export const ACTIONS = [
   ['schedule.pause', 'Schedule paused'],
   ['schedule.resume', 'Schedule resumed'],
   ['schedule.delete', 'Schedule deleted'],
+  ['flow_key.update', 'Flow key limits set'],
+  ['flow_key.pause', 'Flow key paused'],
+  ['flow_key.resume', 'Flow key resumed'],
+  ['flow_key.delete', 'Flow key limits removed'],
   ['account.create', 'Account created'],
   ['account.update', 'Account changed'],
   ['account.suspend', 'Account suspended'],
@@ -44,6 +48,7 @@ const RESOURCES = {
   token: ['Token', 'Tokens'],
   redrive: ['Redrive', 'Redrives'],
   schedule: ['Schedule', 'Schedules'],
+  flow_key: ['Flow key', 'Flow keys'],
   account: ['Account', 'Account'],
 };
 
@@ -97,7 +102,8 @@ function valuesOf(entry) {
 
 /**
  * The queue an entry is about, when it is about one: a queue's own entry, or a consumer's or a
- * schedule's (its queue). {id, name}; the name from the values, else from `nameFor(id)`.
+ * schedule's (its queue), or a flow key's (its id is the queue's, a slash, and the key). {id, name}; the
+ * name from the values, else from `nameFor(id)`.
  */
 function queueOf(entry, nameFor) {
   const resource = entry.resource || {};
@@ -105,6 +111,9 @@ function queueOf(entry, nameFor) {
   let queueId = null;
   if (resource.type === 'queue') queueId = text(resource.id) || text(values.queue_id);
   else if (resource.type === 'consumer' || resource.type === 'schedule') queueId = text(values.queue_id);
+  else if (resource.type === 'flow_key' && text(resource.id) && resource.id.includes('/')) {
+    queueId = resource.id.slice(0, resource.id.indexOf('/')).replace(/-/g, '').toLowerCase();
+  }
   if (!queueId) return null;
   return { id: queueId, name: text(values.queue_name) || (nameFor ? text(nameFor(queueId)) : null) };
 }
@@ -119,6 +128,8 @@ function resourceName(entry, nameFor) {
     case 'token':
     case 'account':
       return text(values.name);
+    case 'flow_key':
+      return text(values.flow_control_key);
     default:
       return null;
   }
@@ -232,6 +243,7 @@ function entryRows(entry, { isMine, linkFor, nameFor }) {
   if (resource.type === 'queue' && queue) what = queueRef(queue);
   else if (resource.type === 'consumer' && queue) what = ['of ', queueRef(queue)];
   else if (resource.type === 'schedule' && queue) what = ['to ', queueRef(queue)];
+  else if (resource.type === 'flow_key' && queue) what = [name ? [h('code', null, name), ' '] : null, 'of ', queueRef(queue)];
   else if (resource.type === 'redrive' && text(valuesOf(entry).destination_queue)) what = `to ${valuesOf(entry).destination_queue}`;
   else if (name) what = h('span', { class: 'strong' }, name);
   const resourceId = resource.id === null || resource.id === undefined ? null : String(resource.id);

@@ -1,12 +1,23 @@
 // The queue page's consumer card: the queue's one consumer (HTTP pull or webhook) shown, created,
-// edited or deleted; a webhook's signing secret shown once after create or rotate.
+// edited or deleted, with its limits of flow control per key; a webhook's signing secret shown once
+// after create or rotate.
 
 import { h, append, field, notice, num, busy, duration, confirmDialog, secretBox } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
 import { numberInput, readNumber } from './inputs.js';
+import { FLOW_MAX, consumerFlowText } from './flow-words.js';
 
-/** The consumer card; show(consumer or null) with the queue's; `refresh()` asks the page for fresh stats. */
-export function createConsumer({ api, ctx, queueId, refresh }) {
+/** The flow control limits a server's 400 names ("settings.flow_control.rate must be …"), or null. */
+function flowFieldOf(message) {
+  const m = /settings\.flow_control\.(parallelism|rate|period)/.exec(message || '');
+  return m ? m[1] : null;
+}
+
+/**
+ * The consumer card; show(consumer or null) with the queue's; `refresh()` asks the page for fresh stats;
+ * `onChange(consumer or null)` is told of the consumer shown, at first and after each change.
+ */
+export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {} }) {
   let consumer = null;
   let secret = null; // {title, value} shown once after create / rotate
   const consumerBody = h('div', { class: 'stack' });
@@ -30,6 +41,22 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
     const visibility = numberInput({ min: '1', max: '43200000', placeholder: '30000', value: settings.visibility_timeout_ms ?? '' });
     const maxWait = numberInput({ min: '0', max: '30000', placeholder: '5000', value: settings.max_wait_time_ms ?? '' });
     const concurrency = numberInput({ min: '1', max: '1000', placeholder: 'server maximum', value: settings.max_concurrency ?? '' });
+    const flow = settings.flow_control || {};
+    const flowInputs = {
+      parallelism: numberInput({ min: '1', max: String(FLOW_MAX.parallelism), placeholder: 'no limit', value: flow.parallelism ?? '' }),
+      rate: numberInput({ min: '1', max: String(FLOW_MAX.rate), placeholder: 'no limit', value: flow.rate ?? '' }),
+      period: numberInput({ min: '1', max: String(FLOW_MAX.period), placeholder: '1', value: flow.period ?? '' }),
+    };
+    const flowSet = h('fieldset', { class: 'stack flow-set' },
+      h('legend', null, 'Flow control per key'),
+      h('p', { class: 'muted small' }, 'For messages published with a ', h('code', null, 'flow_control_key'),
+        ': at most so many of one key let go at once, and so many per period. The rest wait, in publish order, '
+        + 'without counting as delivery attempts; other keys are not held up. A key can have limits of its own '
+        + '(Flow control, on this page). Empty: no limit.'),
+      h('div', { class: 'form-grid' },
+        field('Parallelism', flowInputs.parallelism, { hint: `1 to ${num(FLOW_MAX.parallelism)} messages of one key at once.` }),
+        field('Rate', flowInputs.rate, { hint: `1 to ${num(FLOW_MAX.rate)} messages of one key per period.` }),
+        field('Period (seconds)', flowInputs.period, { hint: `The rate's period, 1 to ${num(FLOW_MAX.period)}. Default 1.` })));
     const fUrl = field('Webhook URL', url, { hint: 'http or https. skiplock signs each delivery (Standard Webhooks).', wide: true });
     const fVisibility = field('Visibility timeout (ms)', visibility, { hint: 'Default lease for pulls. Default 30,000.' });
     const fMaxWait = field('Max wait time (ms)', maxWait, { hint: '0 to 30,000. Default 5,000.' });
@@ -60,11 +87,13 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
         field('Max retries', retries, { hint: '0 to 100. Default 3.' }),
         field('Retry delay (seconds)', retryDelay, { hint: '0 to 86,400. Default 0.' }),
         fVisibility, fMaxWait, fConcurrency),
+      flowSet,
       h('div', { class: 'form-actions' }, submit, cancel));
     cancel.addEventListener('click', () => render());
     form.addEventListener('submit', async (e) => {
       e.preventDefault();
       consumerMsg.clear();
+      for (const input of Object.values(flowInputs)) input.removeAttribute('aria-invalid');
       try {
         const type = kind();
         const body = { type, dead_letter_queue: dlq.value.trim(), settings: {} };
@@ -95,6 +124,15 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
         } else {
           put('visibility_timeout_ms', visibility, 'Visibility timeout', 1, 43200000);
         }
+        // Flow control: only the limits given, and none of it when none is (no limits). A period without
+        // a rate is sent as typed: the server says what is wrong.
+        const flowControl = {};
+        const flowRead = [['parallelism', 'Parallelism'], ['rate', 'Rate'], ['period', 'Period']];
+        for (const [key, label] of flowRead) {
+          const v = readNumber(flowInputs[key], label, 1, FLOW_MAX[key]);
+          if (v !== undefined) flowControl[key] = v;
+        }
+        if (Object.keys(flowControl).length) body.settings.flow_control = flowControl;
         const saved = await busy(submit, isNew ? 'Creating…' : 'Saving…', () =>
           (isNew ? api.createConsumer(queueId, body) : api.updateConsumer(queueId, existing.consumer_id, body)));
         if (ctx.signal.aborted) return;
@@ -102,9 +140,13 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
         if (saved.signing_secret) secret = { title: 'Webhook signing secret', value: saved.signing_secret };
         ctx.toast(isNew ? 'Consumer created.' : 'Consumer saved.');
         render();
+        onChange(consumer);
         refresh();
       } catch (err) {
-        if (!ctx.signal.aborted) consumerMsg.show(err.name === 'ApiError' ? describe(err) : err.message);
+        if (ctx.signal.aborted) return;
+        consumerMsg.show(err.name === 'ApiError' ? describe(err) : err.message);
+        const named = err.name === 'ApiError' ? flowFieldOf(err.message) : null;
+        if (named) flowInputs[named].setAttribute('aria-invalid', 'true');
       }
     });
     return form;
@@ -141,6 +183,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
       c.type === 'http_pull' ? ['Visibility timeout', `${num(s.visibility_timeout_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max wait time', `${num(s.max_wait_time_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max concurrency', s.max_concurrency == null ? 'server maximum' : num(s.max_concurrency)] : null,
+      ['Flow control', consumerFlowText(s.flow_control) || h('span', { class: 'muted' }, 'no limits per key')],
       ['Consumer ID', h('code', null, c.consumer_id)],
     ].filter(Boolean);
     const edit = h('button', { type: 'button', class: 'btn' }, 'Edit');
@@ -184,6 +227,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
         secret = null;
         ctx.toast('Consumer deleted.');
         render();
+        onChange(null);
       } catch (err) {
         if (!ctx.signal.aborted) consumerMsg.show(describe(err));
       }
@@ -202,6 +246,7 @@ export function createConsumer({ api, ctx, queueId, refresh }) {
   function show(next) {
     consumer = next;
     render();
+    onChange(consumer);
   }
 
   return { el, show };

@@ -1,5 +1,5 @@
-// The queue page's messages card: send a test message (with an optional ordering key); peek at the
-// oldest waiting ones, with their keys, and delete a selection of them.
+// The queue page's messages card: send a test message (with an optional ordering key and flow control
+// key); peek at the oldest waiting ones, with their keys, and delete a selection of them.
 
 import { h, field, notice, num, age, badge, busy, confirmDialog } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
@@ -40,6 +40,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
   const messageBody = h('textarea', { rows: '4', spellcheck: 'false', class: 'mono', placeholder: 'Hello from the dashboard' });
   const sendDelay = numberInput({ min: '0', max: '86400', placeholder: 'queue default' });
   const sendKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
+  const sendFlowKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
   const sendBtn = h('button', { type: 'submit', class: 'btn btn-primary' }, 'Send message');
   const sendMsg = notice();
   const sendForm = h('form', { class: 'stack', novalidate: true, 'aria-labelledby': 'send-title' },
@@ -47,7 +48,8 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
     h('div', { class: 'form-grid' },
       field('Content type', contentType),
       field('Delay (seconds)', sendDelay, { hint: 'Optional, 0 to 86,400.' }),
-      field('Ordering key', sendKey, { hint: 'Optional. Messages with the same key are delivered one at a time, in order.' })),
+      field('Ordering key', sendKey, { hint: 'Optional. Messages with the same key are delivered one at a time, in order.' }),
+      field('Flow control key', sendFlowKey, { hint: 'Optional. Messages with the same key are let go within the flow control limits for it.' })),
     field('Message body', messageBody, { wide: true }),
     h('div', { class: 'form-actions' }, sendBtn),
     sendMsg.el);
@@ -78,6 +80,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
       if (delay !== undefined) message.delay_seconds = delay;
       // Sent as typed: the server checks the key (1 to 128 printable ASCII characters, no spaces) and says what is wrong.
       if (sendKey.value !== '') message.ordering_key = sendKey.value;
+      if (sendFlowKey.value !== '') message.flow_control_key = sendFlowKey.value;
       const result = await busy(sendBtn, 'Sending…', () => api.sendMessage(queueId, message));
       const metrics = result && result.metadata && result.metadata.metrics;
       sendMsg.show(metrics ? `Message sent. The queue now holds ${num(metrics.backlog_count)} ${metrics.backlog_count === 1 ? 'message' : 'messages'}.` : 'Message sent.', 'success');

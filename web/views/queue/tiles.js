@@ -1,5 +1,6 @@
 // The queue page's stat tiles (backlog, in flight, delayed, oldest message, ordering keys, dead-letter
-// queue) and, on a dead-letter queue, the note naming the queues its messages come from.
+// queue, and flow control when it holds messages back or the consumer sets its limits) and, on a
+// dead-letter queue, the note naming the queues its messages come from.
 
 import { h, append, num, bytes, age } from '../../lib/dom.js';
 
@@ -10,7 +11,10 @@ function tile(label, extra) {
   return { el, value, sub };
 }
 
-/** The tiles and the sources note (both in `els`, in page order); update() with each stats answer. */
+/**
+ * The tiles and the sources note (both in `els`, in page order); update() with each stats answer, and
+ * setFlowLimits(whether the consumer sets limits of flow control) when the consumer is shown or changed.
+ */
 export function createTiles() {
   const tBacklog = tile('Backlog');
   const tInFlight = tile('In flight', 'leased to a consumer');
@@ -18,11 +22,39 @@ export function createTiles() {
   const tOldest = tile('Oldest message');
   const tKeys = tile('Ordering keys', 'keys with messages');
   const tDlq = tile('Dead-letter queue');
+  const tFlow = tile('Flow control');
   tBacklog.el.dataset.stat = 'backlog';
+  tFlow.el.dataset.stat = 'flow';
+  tFlow.el.hidden = true;
   const sources = h('div', { class: 'callout', hidden: true, role: 'note' });
-  const els = [sources, h('div', { class: 'tiles' }, tBacklog.el, tInFlight.el, tDelayed.el, tOldest.el, tKeys.el, tDlq.el)];
+  const grid = h('div', { class: 'tiles' }, tBacklog.el, tInFlight.el, tDelayed.el, tOldest.el, tKeys.el, tDlq.el, tFlow.el);
+  const els = [sources, grid];
+  let flowLimits = false;
+  let last = null;
+
+  // Messages held back by flow control, and by how many keys: shown while some are, or while the
+  // consumer sets limits (then 0 says that nothing is held back now).
+  function showFlow() {
+    const held = (last && last.flow_waiting_count) || 0;
+    const keys = (last && last.flow_keys_waiting) || 0;
+    const shown = held > 0 || keys > 0 || flowLimits;
+    tFlow.el.hidden = !shown;
+    grid.classList.toggle('tiles-7', shown);
+    if (!shown) return;
+    tFlow.value.textContent = num(held);
+    tFlow.sub.textContent = held || keys
+      ? `${held === 1 ? 'message' : 'messages'} held back by ${num(keys)} ${keys === 1 ? 'key' : 'keys'}`
+      : 'nothing held back';
+  }
+
+  function setFlowLimits(set) {
+    flowLimits = Boolean(set);
+    showFlow();
+  }
 
   function update(s) {
+    last = s;
+    showFlow();
     tBacklog.value.textContent = num(s.backlog_count);
     tBacklog.sub.textContent = s.backlog_count ? bytes(s.backlog_bytes) : 'empty';
     tInFlight.value.textContent = num(s.in_flight_count);
@@ -55,7 +87,7 @@ export function createTiles() {
     }
   }
 
-  return { els, update };
+  return { els, update, setFlowLimits };
 }
 
 /**
