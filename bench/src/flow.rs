@@ -131,7 +131,7 @@ pub async fn run(args: FlowArgs) -> anyhow::Result<()> {
         } else {
             Value::Null
         };
-        let how = if limited { "limited" } else { "without limits" };
+        let how = if limited { "limited" } else { "unlimited" };
         env.settle().await?;
         let consumer = json!({"type": "http_pull", "settings": {"flow_control": limits}});
         let queue = env.queue_with_consumer((&env.account, &env.token), &format!("pull-{how}"), consumer).await?;
