@@ -86,7 +86,8 @@ async fn a_retry_on_another_node_wakes_a_waiting_pull(pool: PgPool) {
     a.publish_texts(&q, &["again"]).await;
     let first = a.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
     let (resp, _) = tokio::join!(pull_resp(&a, &q, json!({"wait_time_ms": 20_000})), async {
-        until_waiting(&a, 1).await;
+        // After the look that follows the mark, so that the retry can only be found by its notification.
+        until_waiting_after_recheck(&a).await;
         b.ack(&q, &[], json!([{"lease_id": lease(&first[0]), "delay_seconds": 0}])).await;
     });
     let got = messages(&resp);
