@@ -46,9 +46,11 @@ const HORIZON_EVERY: Duration = Duration::from_secs(10);
 /// while none of its messages left is let go within this.
 const FLOW_EVERY: Duration = Duration::from_secs(1);
 
-/// How often the queue count deltas are folded; readers add the unfolded ones, so this bounds the work
-/// of a read rather than how fresh it is.
+/// How often the queue count deltas' size is looked at; readers add the unfolded ones, so a fold bounds
+/// the work of a read rather than how fresh it is.
 const FOLD_EVERY: Duration = Duration::from_secs(1);
+/// The deltas' size on disk past which a node folds them without waiting for the rotation's turn.
+const FOLD_ABOVE_BYTES: i64 = 1 << 20;
 
 impl Engine {
     /// Starts the node's background work on `tasks`; it stops with `stop`.
@@ -120,7 +122,7 @@ impl Engine {
             |e| async move { e.exchange_rate_shares().await },
         );
         self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
-            store::counts::fold(&e.pool).await
+            store::counts::fold_if_over(&e.pool, FOLD_ABOVE_BYTES).await.map(|_| ())
         });
         self.periodic(tasks, "counting queue backlogs", Pace::Spaced(backlog::FRESH_FOR), stop, |e| async move {
             e.backlog.refresh(&e.pool).await

@@ -37,6 +37,22 @@ pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
     fold_from(pool, "queue_count_deltas").await
 }
 
+/// `fold`, when the deltas take more than `most_bytes` on disk; whether it folded. Below that the
+/// rotation's fold of each 10 s half is enough, and a busy queue's `queue_counts` row gets a version
+/// every 10 s rather than every second, which matters while a snapshot held elsewhere keeps them all.
+pub async fn fold_if_over(pool: &PgPool, most_bytes: i64) -> Result<bool, sqlx::Error> {
+    let bytes: i64 = sqlx::query_scalar(
+        "select pg_relation_size('queue_count_deltas_0') + pg_relation_size('queue_count_deltas_1')",
+    )
+    .fetch_one(pool)
+    .await?;
+    if bytes <= most_bytes {
+        return Ok(false);
+    }
+    fold(pool).await?;
+    Ok(true)
+}
+
 /// The halves of `queue_count_deltas`, by half (migration `…01_count_deltas_in_halves`).
 const HALVES: [&str; 2] = ["queue_count_deltas_0", "queue_count_deltas_1"];
 

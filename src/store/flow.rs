@@ -229,8 +229,8 @@ pub async fn release_due(db: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Queu
                and (f.rate is null or f.next_at <= now() + f.period)
              order by f.queue_id, f.flow_key
              limit $1 for update skip locked),
-         released as materialized (select d.queue_id, flow_release(d.queue_id, d.flow_key, 0, 0) from due d)
-         select distinct queue_id from released",
+         released as materialized (select flow_release_keys(array_agg(d.queue_id), array_agg(d.flow_key)) from due d)
+         select distinct d.queue_id from due d, released",
     )
     .bind(limit)
     .fetch_all(db)

@@ -80,9 +80,10 @@ struct PublishRow {
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
 /// holds. `plain`: none has an ordering or a flow key, and the insert is what it was before there were
 /// keys. `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys`
-/// is inserted, or locked when the key has messages already; a message is its key's head when it opened
-/// the key's row, else it is parked until the messages before it have gone (see the `ordering_keys`
-/// migration). With their flow keys (`$10`), each key's row in `flow_keys` is made or locked before any
+/// is inserted, or locked when the key has messages already (an upsert whose update is `where false`
+/// locks the row, even one committed after the statement began, and writes no row version, which a
+/// snapshot held open elsewhere would keep); a message is its key's head when it opened the key's row,
+/// else it is parked until the messages before it have gone (see the `ordering_keys` migration). With their flow keys (`$10`), each key's row in `flow_keys` is made or locked before any
 /// message is stored, and the insert's trigger admits each message to its key or holds it back (see the
 /// `flow_control` migration). Keys are taken in key order, so concurrent publishes never deadlock.
 macro_rules! insert_messages {
@@ -113,7 +114,7 @@ macro_rules! insert_messages {
             $keep,
             "
          order by m.queue_id, m.key, m.i
-         on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by
+         on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by where false
          returning h.opened_by),
      flows as (
          insert into flow_keys as f (queue_id, flow_key, parallelism, rate, period, paused)
@@ -124,7 +125,7 @@ macro_rules! insert_messages {
             ")) k
          cross join lateral flow_limits_of(k.queue_id, k.key) l
          order by k.queue_id, k.key collate \"C\"
-         on conflict (queue_id, flow_key) do update set paused = f.paused
+         on conflict (queue_id, flow_key) do update set paused = f.paused where false
          returning 1),
      inserted as (
          insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, flow_key, gen)
