@@ -31,7 +31,7 @@ impl Default for Rotation {
 
 /// Messages moved per statement.
 const MOVE_BATCH: i64 = 1_000;
-/// How long a truncation waits for the generation's tables before trying again at the next turn.
+/// How long a truncation or a move waits for the generation's tables before trying again at the next turn.
 const LOCK_TIMEOUT_MS: u32 = 20;
 
 /// What one turn did.
@@ -87,7 +87,7 @@ impl Engine {
         {
             return Ok(Turn::Nothing);
         }
-        let count = generations::move_to_old(tx, draining.gen, MOVE_BATCH).await?;
+        let count = generations::move_to_old(tx, draining.gen, MOVE_BATCH, LOCK_TIMEOUT_MS).await?;
         Ok(Turn::Moved { from: draining.gen, count })
     }
 }

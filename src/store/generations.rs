@@ -57,36 +57,43 @@ pub async fn switch(conn: &mut PgConnection, previous: i16, next: i16) -> Result
 
 /// Truncates the draining generation `gen` if it holds nothing, and marks it empty; false when it holds
 /// messages still, or when its tables are in use beyond `lock_timeout_ms` (a long statement, a vacuum, a
-/// `pg_dump`), which leaves it as it was. Runs in a savepoint of the caller's transaction.
+/// `pg_dump`), which leaves it as it was.
 pub async fn truncate_if_empty(conn: &mut PgConnection, gen: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
     let (messages, bodies) = YOUNG[gen as usize];
-    sqlx::query("savepoint truncating").execute(&mut *conn).await?;
-    let attempt = async {
-        sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
-        sqlx::query(&format!("lock table {messages}, {bodies} in access exclusive mode")).execute(&mut *conn).await?;
-        let holds: bool =
-            sqlx::query_scalar(&format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})"))
-                .fetch_one(&mut *conn)
-                .await?;
-        if holds {
-            return Ok(false);
-        }
-        sqlx::query(&format!("truncate {messages}, {bodies}")).execute(&mut *conn).await?;
-        sqlx::query("update message_generations set state = 'empty', since = now() where gen = $1")
-            .bind(gen)
-            .execute(&mut *conn)
+    if !lock_young(conn, gen, "access exclusive", lock_timeout_ms).await? {
+        return Ok(false);
+    }
+    let holds: bool =
+        sqlx::query_scalar(&format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})"))
+            .fetch_one(&mut *conn)
             .await?;
-        Ok::<_, sqlx::Error>(true)
-    };
-    match attempt.await {
-        Ok(done) => {
-            sqlx::query("release savepoint truncating").execute(&mut *conn).await?;
+    if holds {
+        return Ok(false);
+    }
+    sqlx::query(&format!("truncate {messages}, {bodies}")).execute(&mut *conn).await?;
+    sqlx::query("update message_generations set state = 'empty', since = now() where gen = $1")
+        .bind(gen)
+        .execute(&mut *conn)
+        .await?;
+    Ok(true)
+}
+
+/// Locks the young generation `gen`'s tables in `mode` until the caller's transaction ends, waiting at
+/// most `lock_timeout_ms`; false when they are in use beyond that (in a savepoint, so that the caller's
+/// transaction goes on).
+async fn lock_young(conn: &mut PgConnection, gen: i16, mode: &str, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
+    let (messages, bodies) = YOUNG[gen as usize];
+    sqlx::query("savepoint locking").execute(&mut *conn).await?;
+    sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
+    match sqlx::query(&format!("lock table {messages}, {bodies} in {mode} mode")).execute(&mut *conn).await {
+        Ok(_) => {
+            sqlx::query("release savepoint locking").execute(&mut *conn).await?;
             sqlx::query("set local lock_timeout = 0").execute(&mut *conn).await?;
-            Ok(done)
+            Ok(true)
         }
-        // lock_not_available: the tables are in use; try again at the next turn.
+        // lock_not_available: try again at the next turn.
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
-            sqlx::query("rollback to savepoint truncating").execute(&mut *conn).await?;
+            sqlx::query("rollback to savepoint locking").execute(&mut *conn).await?;
             Ok(false)
         }
         Err(err) => Err(err),
@@ -103,10 +110,21 @@ pub async fn holds(conn: &mut PgConnection, gen: i16, max: i64) -> Result<i64, s
 }
 
 /// Moves up to `limit` of the draining generation `gen`'s messages, with their bodies, to the old
-/// generation (those locked by a claim or an ack are left for the next turn); returns how many moved.
-/// Moving a row between partitions fires no insert or delete trigger, so counts and keys stay as they are.
-pub async fn move_to_old(conn: &mut PgConnection, gen: i16, limit: i64) -> Result<u64, sqlx::Error> {
+/// generation; returns how many moved. Moving a row between partitions fires no insert or delete
+/// trigger, so counts and keys stay as they are. The generation's tables are locked against writes
+/// first (waiting at most `lock_timeout_ms`, else nothing moves this turn): a statement that found a row
+/// before it moved and then locked it (a claim, an ack, a key's release) would fail with "tuple to be
+/// locked was already moved to another partition", where now it waits and finds the row moved.
+pub async fn move_to_old(
+    conn: &mut PgConnection,
+    gen: i16,
+    limit: i64,
+    lock_timeout_ms: u32,
+) -> Result<u64, sqlx::Error> {
     let (messages, _) = YOUNG[gen as usize];
+    if !lock_young(conn, gen, "exclusive", lock_timeout_ms).await? {
+        return Ok(0);
+    }
     let moved: Vec<(uuid::Uuid,)> = sqlx::query_as(&format!(
         "with moving as (select id from {messages} order by id limit $2 for update skip locked)
          update messages m set gen = $3 from moving where m.gen = $1 and m.id = moving.id returning m.id"

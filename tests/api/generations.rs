@@ -81,6 +81,50 @@ async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_
 }
 
 #[sqlx::test]
+async fn an_ack_that_meets_its_message_being_moved_waits_for_the_move_and_finds_it_moved(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let limits = skiplock::engine::limits::Limits::default();
+    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default())
+        .await
+        .unwrap();
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["leased"]).await;
+    let got = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
+    let mut turns = Vec::new();
+    while turns.len() < 20 && turns.last() != Some(&Turn::Switched { to: 1 }) {
+        turns.push(engine.rotate(AT_ONCE).await.unwrap());
+    }
+    assert_eq!(turns.last(), Some(&Turn::Switched { to: 1 }), "{turns:?}");
+
+    // A turn that has moved the message and not yet committed, as the ack arrives.
+    let mut turn = pool.begin().await.unwrap();
+    assert!(skiplock::store::generations::take(&mut turn).await.unwrap().is_some());
+    assert_eq!(skiplock::store::generations::move_to_old(&mut turn, 0, 10, 1_000).await.unwrap(), 1);
+    let path = format!("queues/{q}/messages/ack");
+    let ack = app.post(&path, json!({"acks": [{"lease_id": lease(&got[0])}]}));
+    let commit_once_the_ack_waits = async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the ack never waited for the move");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        turn.commit().await.unwrap();
+    };
+    let (acked, ()) = tokio::join!(ack, commit_once_the_ack_waits);
+    assert_eq!(acked.expect_ok()["ackCount"], 1, "the ack is applied to the moved message, not failed");
+    assert_eq!(app.backlog(&q).await, 0);
+}
+
+#[sqlx::test]
 async fn the_count_deltas_half_no_longer_written_to_is_folded_and_truncated(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     let q = app.pull_queue("orders", json!({})).await;
