@@ -35,6 +35,7 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
                 metadata: ExtraMetadata::of(
                     DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
                     m.ordering_key.as_deref(),
+                    m.flow_key.as_deref(),
                 ),
             }
         })

@@ -303,12 +303,22 @@ pub struct ExtraMetadata<'a> {
     pub dead_letter: Option<DeadLetterOrigin<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ordering_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_control_key: Option<&'a str>,
 }
 
 impl<'a> ExtraMetadata<'a> {
     /// None when there is nothing to add.
-    pub fn of(dead_letter: Option<DeadLetterOrigin<'a>>, ordering_key: Option<&'a str>) -> Option<Self> {
-        (dead_letter.is_some() || ordering_key.is_some()).then_some(ExtraMetadata { dead_letter, ordering_key })
+    pub fn of(
+        dead_letter: Option<DeadLetterOrigin<'a>>,
+        ordering_key: Option<&'a str>,
+        flow_control_key: Option<&'a str>,
+    ) -> Option<Self> {
+        (dead_letter.is_some() || ordering_key.is_some() || flow_control_key.is_some()).then_some(ExtraMetadata {
+            dead_letter,
+            ordering_key,
+            flow_control_key,
+        })
     }
 }
 

@@ -22,6 +22,7 @@ pub struct StoredMessage {
     pub dead_letter_source: Option<String>,
     pub dead_lettered_at: Option<DateTime<Utc>>,
     pub ordering_key: Option<String>,
+    pub flow_key: Option<String>,
 }
 
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
@@ -90,6 +91,7 @@ struct ClaimRow {
     dead_letter_source: Option<String>,
     dead_lettered_at: Option<DateTime<Utc>>,
     ordering_key: Option<String>,
+    flow_key: Option<String>,
     first_live: Option<DateTime<Utc>>,
     signing_secret: Option<String>,
     previous_signing_secret: Option<String>,
@@ -135,18 +137,18 @@ macro_rules! claim_statement {
                  where m.gen = any(array(select distinct gen from candidates where attempts < $2))
                    and m.id = any(array(select id from candidates where attempts < $2))
                  returning m.id, m.gen, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at,
-                           m.ordering_key)
+                           m.ordering_key, m.flow_key)
              select c.id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
-                    c.dead_lettered_at, c.ordering_key, null::timestamptz as first_live,
+                    c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b
                   on b.gen = any(array(select distinct gen from claimed)) and b.id = c.id
              union all
-             select id, -1, null, null, null, null, null, null, null, null, null, null from exhausted
+             select id, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
-             select null, null, null, null, null, null, null, null,
+             select null, null, null, null, null, null, null, null, null,
                     (select min(available_at) from messages
                      where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                        and published_at > now() - make_interval(secs => $5)
@@ -215,6 +217,7 @@ pub async fn claim(
                     dead_letter_source: row.dead_letter_source,
                     dead_lettered_at: row.dead_lettered_at,
                     ordering_key: row.ordering_key,
+                    flow_key: row.flow_key,
                 })
             }
             _ => claim.used_up.push(id),
@@ -386,7 +389,7 @@ pub async fn peek(
     sqlx::query_as(
         "select m.id, m.attempts, m.published_at, b.content_type, b.body,
                 (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
-                m.ordering_key
+                m.ordering_key, m.flow_key
          from (
              (select id, gen, available_at from messages
               where queue_id = $1 and not running and published_at > now() - make_interval(secs => $3)

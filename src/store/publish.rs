@@ -488,6 +488,7 @@ fn leased_batches(
                 dead_letter_source: None,
                 dead_lettered_at: None,
                 ordering_key: None,
+                flow_key: None,
             };
             match batches.iter_mut().find(|b| b.queue == p.queue) {
                 Some(batch) => batch.messages.push(message),

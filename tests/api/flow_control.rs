@@ -177,6 +177,8 @@ async fn flow_keys_compose_with_ordering_keys(pool: PgPool) {
     for _ in 0..4 {
         let got = pull(&app, &q).await;
         assert_eq!(got.len(), 1, "one at a time for the flow key, whatever the ordering keys: {got:?}");
+        let metadata = &got[0]["metadata"];
+        assert_eq!((metadata["flow_control_key"].as_str(), metadata["ordering_key"].is_string()), (Some("shop"), true));
         delivered.push(got[0]["body"].as_str().unwrap().to_owned());
         app.ack(&q, &[lease(&got[0])], json!([])).await;
     }
@@ -202,7 +204,8 @@ async fn a_webhook_consumer_never_has_more_of_a_key_in_flight_than_its_paralleli
     publish_flow(&app, &hook.queue, &messages.iter().map(|b| (Some("one-key"), b.as_str())).collect::<Vec<_>>()).await;
     let node = crate::helpers::listening_dispatcher(&pool, Duration::from_secs(5)).await;
     let other = crate::helpers::listening_dispatcher(&pool, Duration::from_secs(5)).await;
-    receiver.wait_for(messages.len(), DEADLINE).await;
+    let received = receiver.wait_for(messages.len(), DEADLINE).await;
+    assert_eq!(received[0].body["messages"][0]["metadata"], json!({"flow_control_key": "one-key"}));
     wait_until("the key's messages all acked", DEADLINE, || async { app.backlog(&hook.queue).await == 0 }).await;
     node.stop().await;
     other.stop().await;

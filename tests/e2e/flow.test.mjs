@@ -143,6 +143,14 @@ test('flow control: consumer limits, a key held back, paused, resumed, given and
       await shot(page, 'flow-held.png', { fullPage: true });
     });
 
+    await step('peek shows the flow key of each message', async () => {
+      const messages = page.getByRole('region', { name: 'Messages' });
+      await messages.getByRole('button', { name: 'Peek', exact: true }).click();
+      await waitForText(messages.getByRole('status').filter({ hasText: 'Showing' }), /Showing 3 messages/);
+      const keys = messages.getByRole('list', { name: 'Peeked messages' }).locator('.message-key');
+      assert.deepEqual(await keys.allTextContents(), [1, 2, 3].map(() => `Flow key ${KEY}`));
+    });
+
     await step('pause the key from its row: paused here and on the server; resume it', async () => {
       const row = rowOf(page, KEY);
       await row.getByRole('button', { name: `Pause the flow key ${KEY}` }).click();

@@ -50,6 +50,7 @@ impl<'a> MessageView<'a> {
                 extra: ExtraMetadata::of(
                     DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
                     m.ordering_key.as_deref(),
+                    m.flow_key.as_deref(),
                 ),
             },
             handle,

@@ -141,6 +141,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
             h('span', null, m.attempts ? `${m.attempts} delivery ${m.attempts === 1 ? 'attempt' : 'attempts'}` : 'not delivered yet'),
             h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`),
             m.metadata && m.metadata.ordering_key ? h('span', { class: 'message-key' }, 'Ordering key ', h('code', null, m.metadata.ordering_key)) : null,
+            m.metadata && m.metadata.flow_control_key ? h('span', { class: 'message-key' }, 'Flow key ', h('code', null, m.metadata.flow_control_key)) : null,
             m.metadata && m.metadata.dead_letter_source_queue ? badge(`from ${m.metadata.dead_letter_source_queue}`, 'warning') : null),
           decoded.note ? h('p', { class: 'hint' }, decoded.note) : null,
           h('pre', { class: 'message-body' }, shorten(decoded.text))));
