@@ -153,12 +153,26 @@ pub async fn set_limits(
 }
 
 /// Pauses or resumes one key of the queue, keeping the account's limits for it; false when the account
-/// has no such queue.
+/// has no such queue. A resume removes a row that held the pause alone, so that a key resumed (or never
+/// paused) has no limits of its own.
 pub async fn set_paused(pool: &PgPool, queue: OwnedQueue, key: &str, paused: bool) -> Result<bool, sqlx::Error> {
+    if !paused {
+        let statement = "with q as (select id from queues where id = $1 and account_id = $2),
+             alone as (
+                 delete from flow_limits o using q
+                 where o.queue_id = q.id and o.flow_key = $3
+                   and o.parallelism is null and o.rate is null and o.period is null),
+             kept as (
+                 update flow_limits o set paused = false, updated_at = now() from q
+                 where o.queue_id = q.id and o.flow_key = $3
+                   and (o.parallelism is not null or o.rate is not null or o.period is not null))
+             select id from q";
+        return change_and_apply(pool, queue, key, statement, |query| query).await;
+    }
     let statement = "insert into flow_limits (queue_id, flow_key, paused)
-         select q.id, $3, $4 from queues q where q.id = $1 and q.account_id = $2
-         on conflict (queue_id, flow_key) do update set paused = excluded.paused, updated_at = now()";
-    change_and_apply(pool, queue, key, statement, |query| query.bind(paused)).await
+         select q.id, $3, true from queues q where q.id = $1 and q.account_id = $2
+         on conflict (queue_id, flow_key) do update set paused = true, updated_at = now()";
+    change_and_apply(pool, queue, key, statement, |query| query).await
 }
 
 /// Removes the account's limits for one key (its consumer's apply again, unpaused); false when it had none.
@@ -171,8 +185,8 @@ pub async fn clear_limits(pool: &PgPool, queue: OwnedQueue, key: &str) -> Result
 type Query<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 /// Runs `statement` on the account's own limits for `key` in its queue (the queue `$1`, the account `$2`,
-/// the key `$3`, then what `more` binds) and, when it changed a row, applies the limits that now hold in
-/// the same transaction; false when it changed none.
+/// the key `$3`, then what `more` binds) and, when it changed or returned a row, applies the limits that
+/// now hold in the same transaction; false when it changed none.
 async fn change_and_apply<'q>(
     pool: &PgPool,
     queue: OwnedQueue,

@@ -106,8 +106,19 @@ async fn a_paused_key_holds_its_messages_until_it_is_resumed(pool: PgPool) {
     assert_eq!((key["waiting"].as_i64(), key["held_by"].as_str()), (Some(2), Some("paused")));
 
     let resumed = app.post(&format!("queues/{q}/flow_keys/tenant-9/resume"), json!({})).await;
-    assert_eq!(resumed.expect_ok()["paused"], false);
+    assert_eq!((&resumed.expect_ok()["paused"], &resumed.expect_ok()["overrides"]), (&json!(false), &Value::Null));
     assert_eq!(bodies(&pull(&app, &q).await), ["t9-1", "t9-2"], "resuming lets the held messages go at once");
+
+    // A key with limits of its own keeps them through a pause; a key never paused resumes as it was.
+    let own = json!({"parallelism": 1, "rate": null, "period": null});
+    app.put(&format!("queues/{q}/flow_keys/tenant-1"), own.clone()).await.expect_ok();
+    app.post(&format!("queues/{q}/flow_keys/tenant-1/pause"), json!({})).await.expect_ok();
+    let resumed = app.post(&format!("queues/{q}/flow_keys/tenant-1/resume"), json!({})).await;
+    assert_eq!((&resumed.expect_ok()["paused"], &resumed.expect_ok()["overrides"]), (&json!(false), &own));
+    let never = app.post(&format!("queues/{q}/flow_keys/tenant-2/resume"), json!({})).await;
+    assert_eq!((&never.expect_ok()["paused"], &never.expect_ok()["overrides"]), (&json!(false), &Value::Null));
+    let unknown = app.post("queues/00000000000000000000000000000000/flow_keys/tenant-2/resume", json!({})).await;
+    assert_eq!(unknown.status, 404);
 }
 
 #[sqlx::test]

@@ -327,8 +327,22 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
 
       await card.getByRole('button', { name: 'Edit' }).click();
       await card.getByLabel('Max retries').fill('7');
+      assert.equal(await card.getByLabel('Max retry delay (seconds)').isVisible(), false, 'only for an exponential backoff');
+      await card.getByLabel('Retry backoff').selectOption('exponential');
+      await card.getByLabel('Max retry delay (seconds)').fill('600');
+      // An exponential backoff doubles the retry delay, which must then be 1 s or more.
+      await card.getByLabel('Retry delay (seconds)', { exact: true }).fill('30');
       await card.getByRole('button', { name: 'Save consumer' }).click();
       await waitForText(card.locator('dl'), /Max retries\s*7/);
+      await waitForText(card.locator('dl'), /30 s, doubled at each retry up to 10 min/);
+      // A later edit of another field keeps the backoff (a save replaces every setting).
+      await card.getByRole('button', { name: 'Edit' }).click();
+      await card.getByLabel('Max retries').fill('8');
+      await card.getByRole('button', { name: 'Save consumer' }).click();
+      await waitForText(card.locator('dl'), /Max retries\s*8/);
+      const consumers = await api('GET', `/accounts/${ACCOUNT}/queues/${queueUrl.split('/').pop()}/consumers`);
+      const saved = consumers.json.result[0].settings;
+      assert.deepEqual([saved.max_retries, saved.retry_delay, saved.retry_backoff, saved.retry_delay_max], [8, 30, 'exponential', 600]);
 
       // The dead-letter queue names where its messages come from.
       await page.getByRole('group', { name: 'Dead-letter queue' }).getByRole('link', { name: dlqName }).click();

@@ -38,6 +38,11 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
     const batch = numberInput({ min: '1', max: '100', value: settings.batch_size ?? '' });
     const retries = numberInput({ min: '0', max: '100', placeholder: '3', value: settings.max_retries ?? '' });
     const retryDelay = numberInput({ min: '0', max: '86400', placeholder: '0', value: settings.retry_delay ?? '' });
+    const backoff = h('select', null,
+      h('option', { value: 'constant' }, 'Constant: the retry delay each time'),
+      h('option', { value: 'exponential' }, 'Exponential: the retry delay doubled each time, with jitter'));
+    backoff.value = settings.retry_backoff === 'exponential' ? 'exponential' : 'constant';
+    const retryDelayMax = numberInput({ min: '1', max: '86400', placeholder: '86400', value: settings.retry_delay_max ?? '' });
     const visibility = numberInput({ min: '1', max: '43200000', placeholder: '30000', value: settings.visibility_timeout_ms ?? '' });
     const maxWait = numberInput({ min: '0', max: '30000', placeholder: '5000', value: settings.max_wait_time_ms ?? '' });
     const concurrency = numberInput({ min: '1', max: '1000', placeholder: 'server maximum', value: settings.max_concurrency ?? '' });
@@ -61,6 +66,7 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
     const fVisibility = field('Visibility timeout (ms)', visibility, { hint: 'Default lease for pulls. Default 30,000.' });
     const fMaxWait = field('Max wait time (ms)', maxWait, { hint: '0 to 30,000. Default 5,000.' });
     const fConcurrency = field('Max concurrency', concurrency, { hint: 'Batches in flight at once. Empty: the server maximum.' });
+    const fRetryDelayMax = field('Max retry delay (seconds)', retryDelayMax, { hint: '1 to 86,400: where the doubling stops. Default 86,400.' });
     const batchHint = h('span');
     const fBatch = field('Batch size', batch, { hint: batchHint });
     const submit = h('button', { type: 'submit', class: 'btn btn-primary' }, isNew ? 'Create consumer' : 'Save consumer');
@@ -72,11 +78,13 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
       fMaxWait.hidden = !hook;
       fConcurrency.hidden = !hook;
       fVisibility.hidden = hook;
+      fRetryDelayMax.hidden = backoff.value !== 'exponential';
       batch.placeholder = hook ? '10' : '5';
       batchHint.textContent = hook ? '1 to 100 messages per delivery. Default 10.' : '1 to 100; the default pull size. Default 5.';
     };
     typePull.addEventListener('change', sync);
     typeHook.addEventListener('change', sync);
+    backoff.addEventListener('change', sync);
     sync();
     const form = h('form', { class: 'stack', novalidate: true, 'aria-label': isNew ? 'Create a consumer' : 'Edit the consumer' },
       isNew ? typeSet : h('p', { class: 'muted' }, `Type: ${existing.type === 'webhook' ? 'Webhook' : 'HTTP pull'} (cannot change; delete the consumer and create another).`),
@@ -86,6 +94,8 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         fBatch,
         field('Max retries', retries, { hint: '0 to 100. Default 3.' }),
         field('Retry delay (seconds)', retryDelay, { hint: '0 to 86,400. Default 0.' }),
+        field('Retry backoff', backoff, { hint: 'How the delay grows from one retry to the next. Exponential needs a retry delay of 1 s or more.' }),
+        fRetryDelayMax,
         fVisibility, fMaxWait, fConcurrency),
       flowSet,
       h('div', { class: 'form-actions' }, submit, cancel));
@@ -118,6 +128,11 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         put('batch_size', batch, 'Batch size', 1, 100);
         put('max_retries', retries, 'Max retries', 0, 100);
         put('retry_delay', retryDelay, 'Retry delay', 0, 86400);
+        // Sent only when exponential, as the server shows it: a save keeps the backoff the consumer has.
+        if (backoff.value === 'exponential') {
+          body.settings.retry_backoff = 'exponential';
+          put('retry_delay_max', retryDelayMax, 'Max retry delay', 1, 86400);
+        }
         if (type === 'webhook') {
           put('max_wait_time_ms', maxWait, 'Max wait time', 0, 30000);
           put('max_concurrency', concurrency, 'Max concurrency', 1, 1000000);
@@ -179,7 +194,9 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
       ['Dead-letter queue', c.dead_letter_queue || h('span', { class: 'muted' }, 'none (messages are deleted after the last retry)')],
       ['Batch size', num(s.batch_size)],
       ['Max retries', num(s.max_retries)],
-      ['Retry delay', duration(s.retry_delay || 0)],
+      ['Retry delay', s.retry_backoff === 'exponential'
+        ? `${duration(s.retry_delay || 0)}, doubled at each retry up to ${duration(s.retry_delay_max ?? 86400)}`
+        : duration(s.retry_delay || 0)],
       c.type === 'http_pull' ? ['Visibility timeout', `${num(s.visibility_timeout_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max wait time', `${num(s.max_wait_time_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max concurrency', s.max_concurrency == null ? 'server maximum' : num(s.max_concurrency)] : null,
