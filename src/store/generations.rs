@@ -60,17 +60,14 @@ pub async fn switch(conn: &mut PgConnection, previous: i16, next: i16) -> Result
 /// `pg_dump`), which leaves it as it was.
 pub async fn truncate_if_empty(conn: &mut PgConnection, gen: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
     let (messages, bodies) = YOUNG[gen as usize];
-    let holds = format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})");
-    // Looked at first without the lock, which stops every statement that reads `messages` for as long as
-    // the turn lasts: a generation that still holds messages (for 30 s at each turn when some are delayed)
-    // is left at once. Looked at again under it, for a publish that stored into it as it gave way.
-    if sqlx::query_scalar(&holds).fetch_one(&mut *conn).await? {
-        return Ok(false);
-    }
     if !lock_young(conn, gen, "access exclusive", lock_timeout_ms).await? {
         return Ok(false);
     }
-    if sqlx::query_scalar(&holds).fetch_one(&mut *conn).await? {
+    let holds: bool =
+        sqlx::query_scalar(&format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})"))
+            .fetch_one(&mut *conn)
+            .await?;
+    if holds {
         return Ok(false);
     }
     sqlx::query(&format!("truncate {messages}, {bodies}")).execute(&mut *conn).await?;
