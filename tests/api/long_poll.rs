@@ -131,8 +131,10 @@ async fn a_lease_that_runs_out_ends_the_wait(pool: PgPool) {
     let resp = pull_resp(&app, &q, json!({"wait_time_ms": 10_000})).await;
     let got = messages(&resp);
     assert_eq!(got[0]["attempts"], 2, "{}", resp.body);
-    // The sweep that makes it claimable again wakes the queue's waiters.
-    assert_eq!(wakeups(&app, "notify"), 1);
+    // The sweep that makes it claimable again wakes the queue's waiters, unless the look the wait makes when
+    // the lease ends comes after the sweep and finds it first (a busy host): never its deadline.
+    assert_eq!(wakeups(&app, "deadline"), 0);
+    assert!(wakeups(&app, "notify") + wakeups(&app, "timer") >= 1);
 }
 
 #[sqlx::test]
