@@ -25,13 +25,16 @@ async fn generation_of(pool: &PgPool, body: &str) -> i16 {
     .unwrap()
 }
 
+/// An engine of its own, whose turns the test takes (the app's node takes them too, every 10 s).
+async fn engine(pool: &PgPool) -> std::sync::Arc<skiplock::engine::Engine> {
+    let limits = skiplock::engine::limits::Limits::default();
+    skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default()).await.unwrap()
+}
+
 #[sqlx::test]
 async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_is_truncated(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let limits = skiplock::engine::limits::Limits::default();
-    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default())
-        .await
-        .unwrap();
+    let engine = engine(&pool).await;
     let q = app.pull_queue("orders", json!({})).await;
     app.publish_texts(&q, &["acked", "leased"]).await;
     app.publish(&q, json!({"body": "later", "content_type": "text", "delay_seconds": 3600})).await;
@@ -83,10 +86,7 @@ async fn a_draining_generation_gives_its_long_lived_messages_to_the_old_one_and_
 #[sqlx::test]
 async fn an_ack_that_meets_its_message_being_moved_waits_for_the_move_and_finds_it_moved(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
-    let limits = skiplock::engine::limits::Limits::default();
-    let engine = skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default())
-        .await
-        .unwrap();
+    let engine = engine(&pool).await;
     let q = app.pull_queue("orders", json!({})).await;
     app.publish_texts(&q, &["leased"]).await;
     let got = app.pull(&q, json!({"visibility_timeout_ms": 600_000})).await;
