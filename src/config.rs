@@ -9,6 +9,7 @@ use clap::Args;
 use ipnet::IpNet;
 
 use crate::auth::sealing::Keyring;
+use crate::engine::attempts::Keeping;
 use crate::engine::limits::Limits;
 use crate::engine::rotation::Rotation;
 
@@ -38,6 +39,14 @@ pub struct SettingsArgs {
     #[arg(long, env = "SKIPLOCK_WEBHOOK_TIMEOUT_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(100..=600_000))]
     webhook_timeout_ms: u64,
+    /// How long webhook attempts are kept in the attempt log, in hours.
+    #[arg(long, env = "SKIPLOCK_WEBHOOK_ATTEMPTS_HOURS", default_value_t = 72,
+          value_parser = clap::value_parser!(u32).range(1..=8_760))]
+    webhook_attempts_hours: u32,
+    /// The most webhook attempts kept per consumer; older ones are pruned first.
+    #[arg(long, env = "SKIPLOCK_WEBHOOK_ATTEMPTS_PER_CONSUMER", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(10..=10_000_000))]
+    webhook_attempts_per_consumer: u32,
     /// Queues with their own /metrics series; the rest are summed as queue=_other.
     #[arg(long, env = "SKIPLOCK_METRICS_MAX_QUEUES", default_value_t = 500,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
@@ -129,6 +138,8 @@ pub struct Settings {
     pub webhook_allow_cidrs: Vec<IpNet>,
     pub trusted_proxies: Vec<IpNet>,
     pub webhook_timeout: Duration,
+    /// How long the webhook attempt log keeps attempts, and how many per consumer.
+    pub webhook_attempts: Keeping,
     pub metrics_max_queues: usize,
     pub queue_gauges_every: Duration,
     pub limits: Limits,
@@ -190,6 +201,10 @@ impl From<SettingsArgs> for Settings {
             webhook_allow_cidrs: a.webhook_allow_cidrs.into_iter().flatten().collect(),
             trusted_proxies: a.trusted_proxies.into_iter().flatten().collect(),
             webhook_timeout: Duration::from_millis(a.webhook_timeout_ms),
+            webhook_attempts: Keeping {
+                days: f64::from(a.webhook_attempts_hours) / 24.0,
+                per_consumer: a.webhook_attempts_per_consumer.into(),
+            },
             metrics_max_queues: a.metrics_max_queues as usize,
             queue_gauges_every: Duration::from_millis(a.queue_gauges_every_ms),
             limits: Limits {

@@ -40,6 +40,8 @@ pub struct Metrics {
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
+    pub webhook_attempts_written: IntCounter,
+    pub webhook_consumers: IntGaugeVec,
     pub queue_backlog: IntGaugeVec,
     pub queue_in_flight: IntGaugeVec,
     pub queue_delayed: IntGaugeVec,
@@ -243,6 +245,17 @@ impl Default for Metrics {
                 r.register(Box::new(g.clone())).expect("registered once");
                 g
             },
+            webhook_attempts_written: counter(
+                &r,
+                "skiplock_webhook_attempts_logged_total",
+                "Webhook attempts this node handed to the attempt log's database writes.",
+            ),
+            webhook_consumers: gauge_vec(
+                &r,
+                "skiplock_webhook_consumers",
+                "Webhook consumers of active accounts with unpaused queues, by endpoint health: healthy, failing (its last attempt failed), open (failing past the breaker's threshold: probes only). Every dispatching node reports all of them.",
+                &["health"],
+            ),
             queue_backlog: gauge_vec(
                 &r,
                 "skiplock_queue_backlog_messages",

@@ -95,13 +95,17 @@ impl Node {
             queue_gauges: settings.queue_gauges_every,
             max_queue_series: settings.metrics_max_queues,
             rotation: settings.rotation,
+            attempts: settings.webhook_attempts,
         };
         engine.spawn_background(&mut tasks, cadences, &stop);
+        let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
+        let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
+        let dispatcher = Arc::new(dispatcher(&engine, dispatch, guard));
+        // Test sends go out through the node's dispatcher, which an API-only node builds for them alone.
+        engine.attempt_log.set_test_sender(dispatcher.clone());
         if roles.contains(&Role::Dispatcher) {
-            let dispatch = DispatchSettings { timeout: settings.webhook_timeout, ..DispatchSettings::default() };
-            let guard = AddressGuard::new(settings.webhook_allow_cidrs.clone());
             tracing::info!("dispatching webhooks");
-            tasks.spawn(crate::dispatch::run(Arc::new(dispatcher(&engine, dispatch, guard)), stop.clone()));
+            tasks.spawn(crate::dispatch::run(dispatcher, stop.clone()));
         }
         let (mut api_addr, mut admin_addr) = (None, None);
         if roles.contains(&Role::Api) {

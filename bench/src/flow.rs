@@ -151,9 +151,9 @@ pub async fn run(args: FlowArgs) -> anyhow::Result<()> {
         let queue = env.queue_with_consumer((&env.account, &env.token), &format!("hook-{how}"), consumer).await?;
         // Paused while it fills, as the pull drain starts once full: else the receiver drains it as it fills,
         // and the window measures the rest.
-        set_paused(&env, &queue, true).await?;
+        env.set_paused(&queue, true).await?;
         preload(&env, &queue, args.keys, per_key).await?;
-        set_paused(&env, &queue, false).await?;
+        env.set_paused(&queue, false).await?;
         tally.lock().unwrap().window = Some(window(args.seconds));
         tokio::time::sleep_until((Instant::now() + WARM_UP + Duration::from_secs(args.seconds)).into()).await;
         delete_queue(&env, &queue).await?;
@@ -261,16 +261,6 @@ async fn receive(body: web::Bytes, tally: web::Data<Mutex<Tally>>) -> HttpRespon
     tokio::time::sleep(WORK).await;
     keys.iter().for_each(|k| tally.lock().unwrap().done(k));
     HttpResponse::Ok().finish()
-}
-
-async fn set_paused(env: &Env, queue: &str, paused: bool) -> anyhow::Result<()> {
-    let settings = json!({"settings": {"delivery_paused": paused}});
-    let resp =
-        env.client.patch(env.url(&format!("queues/{queue}"))).bearer_auth(&env.token).json(&settings).send().await?;
-    if !resp.status().is_success() {
-        bail!("pausing queue {queue}: {}", resp.status());
-    }
-    Ok(())
 }
 
 async fn delete_queue(env: &Env, queue: &str) -> anyhow::Result<()> {

@@ -42,6 +42,7 @@ mod chaos;
 mod chaos_schedules;
 mod cluster_rate;
 mod cpu;
+mod dead_receiver;
 mod delete_under_fire;
 mod fairness;
 mod first_delivery;
@@ -116,6 +117,8 @@ enum Command {
     Schedules(schedules::SchedulesArgs),
     /// Flow control at scale: 1,000 keys at parallelism 2 and 20 msg/s each, pull and webhook, two nodes.
     Flow(flow::FlowArgs),
+    /// A dead receiver: 100,000 messages due for an endpoint that refuses connections, then comes back.
+    DeadReceiver(dead_receiver::DeadReceiverArgs),
     /// The crash suite: load while the server is SIGKILLed and PostgreSQL restarted; checks the history.
     Chaos(chaos::ChaosArgs),
     /// The high-availability test's load and checker, against nodes that scripts/ha/run.sh starts.
@@ -145,6 +148,7 @@ async fn main() -> anyhow::Result<()> {
         Command::DeleteUnderFire(args) => delete_under_fire::run(args).await,
         Command::Schedules(args) => schedules::run(args).await,
         Command::Flow(args) => flow::run(args).await,
+        Command::DeadReceiver(args) => dead_receiver::run(args).await,
         Command::Chaos(args) if args.mode == chaos::Mode::Schedules => chaos_schedules::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,

@@ -144,6 +144,17 @@ impl Env {
         Ok(body["result"].clone())
     }
 
+    /// Pauses or resumes delivery from the account's queue `queue`.
+    pub async fn set_paused(&self, queue: &str, paused: bool) -> anyhow::Result<()> {
+        let settings = serde_json::json!({"settings": {"delivery_paused": paused}});
+        let url = self.url(&format!("queues/{queue}"));
+        let resp = self.client.patch(url).bearer_auth(&self.token).json(&settings).send().await?;
+        if !resp.status().is_success() {
+            bail!("pausing queue {queue}: {}", resp.status());
+        }
+        Ok(())
+    }
+
     /// The PostgreSQL server's postmaster: the parent of a backend of ours.
     pub async fn postmaster_pid(&self) -> anyhow::Result<u32> {
         let mut db = PgConnection::connect(&self.admin_url).await?;

@@ -3,14 +3,13 @@
 //! (`GET /admin/v1/audit_logs`, filtered by `account_id`).
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::admin::extract::{Operated, Read};
 use super::envelope::ok_list;
 use super::extract::{Authed, TokenOnly};
-use super::paging::{query_pairs, Paging};
+use super::paging::{only_known, param, query_pairs, time_param, Paging};
 use super::views::timestamp;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
@@ -57,22 +56,11 @@ impl AuditView {
 /// The filters both reads take; `extra` names the one more the read allows (the operator's `account_id`).
 fn filter<'a>(pairs: &'a [(String, String)], extra: &[&str]) -> ApiResult<(AuditFilter<'a>, Paging)> {
     let known = ["since", "before", "action.type", "direction", "page", "per_page"];
-    if let Some((unknown, _)) = pairs.iter().find(|(k, _)| !known.contains(&k.as_str()) && !extra.contains(&k.as_str()))
-    {
-        let mut all: Vec<&str> = known.to_vec();
-        all.extend(extra);
-        return Err(ApiError::invalid(format!("unknown query parameter {unknown:?}: use {}", all.join(", "))));
-    }
-    let param = |key: &str| pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-    let time = |key: &str| -> ApiResult<Option<DateTime<Utc>>> {
-        param(key)
-            .map(|raw| {
-                DateTime::parse_from_rfc3339(raw).map(|t| t.with_timezone(&Utc)).map_err(|_| {
-                    ApiError::invalid(format!("{key} must be an RFC 3339 time, such as 2026-11-29T00:00:00Z"))
-                })
-            })
-            .transpose()
-    };
+    let mut all: Vec<&str> = known.to_vec();
+    all.extend(extra);
+    only_known(pairs, &all)?;
+    let param = |key: &str| param(pairs, key);
+    let time = |key: &str| time_param(pairs, key);
     let oldest_first = match param("direction") {
         None | Some("desc") => false,
         Some("asc") => true,

@@ -103,7 +103,8 @@ pub async fn list(state: Data, at: AuthedQueue<QueuesRead>, req: HttpRequest) ->
     let paging = Paging::parse_optional(&query_pairs(&req)?)?;
     let queue = find_queue(&state, at.queue).await?;
     let rows = store::consumers::list(&state.pool, at.queue.account(), &[queue.id]).await?;
-    let views: Vec<ConsumerView> = rows.iter().map(ConsumerView::new).collect();
+    let health = state.health(at.queue.account(), &rows.iter().map(|c| c.id).collect::<Vec<_>>()).await?;
+    let views: Vec<ConsumerView> = rows.iter().map(|c| ConsumerView::new(c).with_health(&health)).collect();
     let (views, info) = match paging {
         None => {
             let info = whole(views.len());
@@ -114,12 +115,14 @@ pub async fn list(state: Data, at: AuthedQueue<QueuesRead>, req: HttpRequest) ->
     Ok(ok_list(views, info))
 }
 
-async fn find_consumer(state: &Engine, queue: OwnedQueue, id: ConsumerId) -> ApiResult<ConsumerRow> {
+pub(super) async fn find_consumer(state: &Engine, queue: OwnedQueue, id: ConsumerId) -> ApiResult<ConsumerRow> {
     store::consumers::get(&state.pool, queue, id).await?.ok_or_else(|| ApiError::not_found("consumer"))
 }
 
 pub async fn get(state: Data, at: AuthedQueue<QueuesRead>, id: PathId<ConsumerId>) -> ApiResult<HttpResponse> {
-    Ok(ok(ConsumerView::new(&find_consumer(&state, at.queue, id.0).await?)))
+    let consumer = find_consumer(&state, at.queue, id.0).await?;
+    let health = state.health(at.queue.account(), &[consumer.id]).await?;
+    Ok(ok(ConsumerView::new(&consumer).with_health(&health)))
 }
 
 /// Replaces the consumer's settings (omitted ones return to their defaults); its type cannot change.

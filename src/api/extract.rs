@@ -17,7 +17,7 @@ use crate::engine::audit::Actor;
 use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
-use crate::ids::{AccountId, ConsumerId, MalformedId, QueueId, RedriveId, ScheduleId, TokenId};
+use crate::ids::{AccountId, ConsumerId, MalformedId, MessageId, QueueId, RedriveId, ScheduleId, TokenId};
 use crate::store::owned::OwnedQueue;
 use crate::telemetry::RequestId;
 
@@ -225,6 +225,10 @@ pub trait PathSegment: FromStr<Err = MalformedId> {
 
 impl PathSegment for ConsumerId {
     const SEGMENT: &'static str = "consumer_id";
+}
+
+impl PathSegment for MessageId {
+    const SEGMENT: &'static str = "message_id";
 }
 
 impl PathSegment for RedriveId {

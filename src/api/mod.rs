@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod admin;
 pub mod assets;
+pub mod attempts;
 pub mod audit;
 pub mod client;
 pub mod consumers;
@@ -130,6 +131,9 @@ fn queue_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/consumers/{consumer_id}";
             get => consumers::get, put => consumers::update, delete => consumers::delete))
         .service(resource!("/consumers/{consumer_id}/rotate_secret"; post => consumers::rotate_secret))
+        .service(resource!("/consumers/{consumer_id}/attempts"; get => attempts::of_consumer))
+        .service(resource!("/consumers/{consumer_id}/test"; post => attempts::test_send))
+        .service(resource!("/messages/{message_id}/attempts"; get => attempts::of_message))
         .service(resource!("/flow_keys"; get => flow::list))
         .service(resource!("/flow_keys/{flow_key}"; get => flow::get, put => flow::put, delete => flow::delete))
         .service(resource!("/flow_keys/{flow_key}/pause"; post => flow::pause))

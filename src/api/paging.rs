@@ -1,6 +1,7 @@
 //! Cloudflare's list paging: the `page` and `per_page` query parameters and the `result_info` of a page.
 
 use actix_web::HttpRequest;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::error::ApiError;
@@ -12,6 +13,32 @@ pub struct ResultInfo {
     pub count: usize,
     pub total_count: i64,
     pub total_pages: i64,
+}
+
+/// A 400 naming the parameters a read allows when the query has another.
+pub fn only_known(pairs: &[(String, String)], known: &[&str]) -> Result<(), ApiError> {
+    match pairs.iter().find(|(k, _)| !known.contains(&k.as_str())) {
+        Some((unknown, _)) => {
+            Err(ApiError::invalid(format!("unknown query parameter {unknown:?}: use {}", known.join(", "))))
+        }
+        None => Ok(()),
+    }
+}
+
+/// The value of the query parameter `key`, if given.
+pub fn param<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// The time the query parameter `key` gives, in RFC 3339; a 400 saying so when it is another form.
+pub fn time_param(pairs: &[(String, String)], key: &str) -> Result<Option<DateTime<Utc>>, ApiError> {
+    param(pairs, key)
+        .map(|raw| {
+            DateTime::parse_from_rfc3339(raw)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| ApiError::invalid(format!("{key} must be an RFC 3339 time, such as 2026-11-29T00:00:00Z")))
+        })
+        .transpose()
 }
 
 /// A query string as name-value pairs (a name may repeat).

@@ -32,7 +32,8 @@ fn audited(queue: &QueueRow) -> serde_json::Value {
 
 async fn view(state: &Engine, queue: &QueueRow) -> ApiResult<QueueView> {
     let consumers = store::consumers::list(&state.pool, queue.account_id, &[queue.id]).await?;
-    Ok(QueueView::new(queue, &consumers))
+    let health = state.health(queue.account_id, &consumers.iter().map(|c| c.id).collect::<Vec<_>>()).await?;
+    Ok(QueueView::new(queue, &consumers).with_health(&health))
 }
 
 #[derive(Deserialize)]
@@ -72,7 +73,8 @@ pub async fn list(state: Data, auth: Authed<QueuesRead>, req: actix_web::HttpReq
     let (queues, total) = store::queues::list(&state.pool, auth.account_id(), &names, limit, offset).await?;
     let ids: Vec<QueueId> = queues.iter().map(|q| q.id).collect();
     let consumers = store::consumers::list(&state.pool, auth.account_id(), &ids).await?;
-    let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, &consumers)).collect();
+    let health = state.health(auth.account_id(), &consumers.iter().map(|c| c.id).collect::<Vec<_>>()).await?;
+    let views: Vec<QueueView> = queues.iter().map(|q| QueueView::new(q, &consumers).with_health(&health)).collect();
     let info = paging.map_or_else(|| whole(views.len()), |p| p.info(views.len(), total));
     Ok(ok_list(views, info))
 }

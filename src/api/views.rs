@@ -5,8 +5,10 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::ids::{ConsumerId, QueueId};
+use crate::queue::attempt::{probe_after, HealthState};
 use crate::queue::consumer::ConsumerKind;
 use crate::queue::settings::QueueSettings;
+use crate::store::attempts::HealthRow;
 use crate::store::consumers::ConsumerRow;
 use crate::store::queues::{Backlog, QueueRow};
 
@@ -30,6 +32,12 @@ pub struct QueueView {
 }
 
 impl QueueView {
+    /// The view with its webhook consumers' endpoint health from `health`.
+    pub fn with_health(mut self, health: &[HealthRow]) -> Self {
+        self.consumers = self.consumers.into_iter().map(|c| c.with_health(health)).collect();
+        self
+    }
+
     pub fn new(queue: &QueueRow, consumers: &[ConsumerRow]) -> Self {
         let consumers: Vec<ConsumerView> =
             consumers.iter().filter(|c| c.queue_id == queue.id).map(ConsumerView::new).collect();
@@ -63,6 +71,48 @@ pub struct ConsumerView {
     /// Only in the answer to a create or a rotation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signing_secret: Option<String>,
+    /// A webhook consumer's endpoint health, where the answer carries it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthView>,
+}
+
+/// A webhook endpoint's health: its state, its failures in a row, and its circuit breaker.
+#[derive(Serialize)]
+pub struct HealthView {
+    pub state: HealthState,
+    pub consecutive_failures: i32,
+    pub failing_since: Option<String>,
+    pub last_success_at: Option<String>,
+    pub last_failure: Option<Value>,
+    /// `open` once the failures in a row reach the breaker's threshold: one probe batch at a time.
+    pub circuit: &'static str,
+    pub next_probe_at: Option<String>,
+}
+
+impl HealthView {
+    pub fn new(row: &HealthRow) -> Self {
+        let probe = probe_after(row.consecutive_failures);
+        let next_probe = probe
+            .zip(row.last_failure_at)
+            .and_then(|(after, at)| chrono::Duration::from_std(after).ok().map(|after| timestamp(at + after)));
+        let last_failure = row.last_failure_at.map(|at| {
+            json!({
+                "at": timestamp(at),
+                "outcome": row.last_failure_outcome,
+                "status": row.last_failure_status,
+                "error": row.last_failure_error,
+            })
+        });
+        Self {
+            state: HealthState::of(row.consecutive_failures),
+            consecutive_failures: row.consecutive_failures,
+            failing_since: row.failing_since.map(timestamp),
+            last_success_at: row.last_success_at.map(timestamp),
+            last_failure,
+            circuit: if probe.is_some() { "open" } else { "closed" },
+            next_probe_at: next_probe,
+        }
+    }
 }
 
 impl ConsumerView {
@@ -83,7 +133,18 @@ impl ConsumerView {
             settings: settings_json,
             url: row.url.clone(),
             signing_secret: None,
+            health: None,
         }
+    }
+
+    /// The view with its endpoint's health from `health` (healthy when it has had no attempt), for a
+    /// webhook consumer.
+    pub fn with_health(mut self, health: &[HealthRow]) -> Self {
+        if self.kind == ConsumerKind::Webhook {
+            let row = health.iter().find(|h| h.consumer_id == self.consumer_id.0).cloned().unwrap_or_default();
+            self.health = Some(HealthView::new(&row));
+        }
+        self
     }
 }
 

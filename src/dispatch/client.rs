@@ -29,9 +29,36 @@ pub enum Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
     Timeout,
+    /// Any other failure to connect or send.
     ConnectError,
     /// The address guard refused the destination.
     Refused,
+    /// The name did not resolve.
+    Dns,
+    /// The TLS handshake failed (a certificate, a protocol).
+    Tls,
+    /// The receiver refused or reset the connection.
+    ConnectionRefused,
+    /// The connection was lost while the answer was read.
+    Unreadable,
+}
+
+impl Failure {
+    /// The kind of a failure to connect or send, from reqwest's description of it and its causes.
+    fn of(reason: &str) -> Self {
+        let lower = reason.to_ascii_lowercase();
+        if reason.contains("may not reach") {
+            Self::Refused
+        } else if lower.contains("dns error") || lower.contains("failed to lookup") {
+            Self::Dns
+        } else if lower.contains("connection refused") || lower.contains("connection reset") {
+            Self::ConnectionRefused
+        } else if lower.contains("tls") || lower.contains("certificate") || lower.contains("ssl") {
+            Self::Tls
+        } else {
+            Self::ConnectError
+        }
+    }
 }
 
 fn failed(kind: Failure, reason: String) -> Reply {
@@ -119,13 +146,8 @@ impl WebhookClient {
             Ok(r) => r,
             Err(e) => {
                 let reason = describe(&*e);
-                let kind = if e.is::<tower::timeout::error::Elapsed>() {
-                    Failure::Timeout
-                } else if reason.contains("may not reach") {
-                    Failure::Refused
-                } else {
-                    Failure::ConnectError
-                };
+                let kind =
+                    if e.is::<tower::timeout::error::Elapsed>() { Failure::Timeout } else { Failure::of(&reason) };
                 return failed(kind, reason);
             }
         };
@@ -151,7 +173,7 @@ impl WebhookClient {
         .await;
         match read {
             Ok(Ok(())) => Reply::Answered { status, retry_after, body, truncated },
-            Ok(Err(e)) => failed(Failure::ConnectError, format!("reading the answer failed: {}", describe(&e))),
+            Ok(Err(e)) => failed(Failure::Unreadable, format!("reading the answer failed: {}", describe(&e))),
             Err(_) => failed(Failure::Timeout, "reading the answer timed out".into()),
         }
     }

@@ -6,6 +6,7 @@
 //! worker for every active webhook consumer, asleep until NOTIFY or the consumer's own timer wakes it.
 
 mod acks;
+pub mod breaker;
 pub mod client;
 pub mod guard;
 mod outcome;
@@ -25,6 +26,7 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 
 use crate::auth::sealing::Purpose;
+use crate::engine::attempts::TestSend;
 use crate::engine::delivery::{Answer, Route, RouteSettings};
 use crate::engine::slots::SlotPool;
 use crate::engine::wakeups::Offer;
@@ -33,12 +35,14 @@ use crate::ids::{ConsumerId, MessageId, QueueId};
 use crate::queue::answer::Decision;
 use crate::queue::consumer::{ConsumerKind, RetryPolicy, MAX_CONCURRENCY};
 use crate::queue::message;
+use crate::store::attempts::AttemptRow;
 use crate::store::dispatch::WebhookConsumerRow;
 use crate::store::messages::{AckedBatch, StoredMessage};
 use crate::store::owned::OwnedQueue;
 use crate::store::publish::{LeaseOffer, LeasedAtPublish};
 use crate::store::{self};
 use client::{Reply, WebhookClient};
+use futures_util::future::BoxFuture;
 
 pub use worker::run;
 
@@ -82,6 +86,8 @@ pub struct Dispatcher {
     in_flight: Arc<share::InFlight>,
     /// Batches answered with acks alone are settled together.
     acks: acks::AckCollector,
+    /// Each consumer's circuit breaker, as this node sees it.
+    pub breakers: breaker::Breakers,
 }
 
 /// A webhook consumer as the dispatcher works with it.
@@ -100,6 +106,16 @@ pub struct WebhookConsumer {
     pub max_deliveries: i32,
     pub retry: RetryPolicy,
     pub retention_seconds: i64,
+    /// The endpoint's health as the database had it when the consumers were read.
+    pub health: StoredHealth,
+}
+
+/// An endpoint's health as the database has it: what the breaker takes from the other nodes.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StoredHealth {
+    pub failures: i32,
+    pub last_failure_at: Option<chrono::DateTime<Utc>>,
+    pub last_success_at: Option<chrono::DateTime<Utc>>,
 }
 
 impl From<WebhookConsumerRow> for WebhookConsumer {
@@ -119,6 +135,11 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
             max_deliveries: row.max_retries + 1,
             retry,
             retention_seconds: row.message_retention_period.into(),
+            health: StoredHealth {
+                failures: row.consecutive_failures,
+                last_failure_at: row.last_failure_at,
+                last_success_at: row.last_success_at,
+            },
         }
     }
 }
@@ -137,6 +158,18 @@ pub struct Batch {
     route: Route,
 }
 
+/// How many of a batch's message ids its attempt records.
+const LOGGED_MESSAGE_IDS: usize = 100;
+
+/// One POST to an endpoint, as the attempt log records it with its reading.
+struct Attempt<I> {
+    at: chrono::DateTime<Utc>,
+    elapsed: Duration,
+    test: bool,
+    message_ids: I,
+    size: usize,
+}
+
 /// How long a batch whose signing secret does not open on this node is held before it goes back.
 const UNSIGNABLE_HOLD: Duration = Duration::from_secs(2);
 
@@ -145,8 +178,8 @@ impl Dispatcher {
         let in_flight = share::InFlight::new(settings.max_in_flight);
         let acks = acks::AckCollector::start(engine.delivery.clone());
         let (slots_made, slots, node) = (Default::default(), Default::default(), uuid::Uuid::new_v4());
-        let max_concurrency = Default::default();
-        Self { engine, client, settings, slots_made, slots, node, max_concurrency, in_flight, acks }
+        let (max_concurrency, breakers) = Default::default();
+        Self { engine, client, settings, slots_made, slots, node, max_concurrency, in_flight, acks, breakers }
     }
 
     /// Every webhook consumer of an active account whose queue is not paused, with whether its queue has a
@@ -286,47 +319,142 @@ impl Dispatcher {
         Ok(Some(self.deliver(c, batch).await))
     }
 
-    /// POSTs the batch, gives its slot back once the receiver answered, and applies the answer.
+    /// POSTs the batch, gives its slot back once the receiver answered, records the attempt and applies
+    /// the answer.
     pub async fn deliver(&self, c: &WebhookConsumer, batch: Batch) -> Outcome {
         let (body, ids) = payload::encode(&self.engine.signer, c, &batch.messages);
-        let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
-        let timestamp = Utc::now().timestamp();
         // The claim's own reading of the secrets: the cached consumer may predate a rotation.
         let secrets = if batch.secrets.is_empty() { &c.secrets } else { &batch.secrets };
-        let opened = secrets.iter().map(|s| self.engine.keys.open_text(Purpose::WebhookSecret, s));
-        let secrets = match opened.collect::<Result<Vec<_>, _>>() {
-            Ok(secrets) => secrets,
-            Err(err) => {
+        let headers = match self.signed_headers(c, secrets, &body) {
+            Ok(headers) => headers,
+            Err(why) => {
                 // Sealed under a key this node lacks (nodes configured unlike): a node with it delivers. The
                 // batch and its slot are held a while first, so this node does not claim it again at once.
-                tracing::error!(error = %err, consumer = %c.id, "a signing secret does not open; the batch goes back");
                 tokio::time::sleep(UNSIGNABLE_HOLD).await;
                 let leases: Vec<_> = batch.messages.iter().map(|m| (m.id, m.attempts)).collect();
                 self.release(c, &leases, batch.slot).await;
-                return Outcome { failure: Some(err.to_string()), ..Default::default() };
+                return Outcome { failure: Some(why), ..Default::default() };
             }
         };
-        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-        let headers = [
-            ("webhook-id", webhook_id.clone()),
-            ("webhook-timestamp", timestamp.to_string()),
-            ("webhook-signature", signature::header(&secrets, &webhook_id, timestamp, &body)),
-        ];
         let metrics = &self.engine.activity.metrics;
         metrics.batches_in_flight.inc();
-        let started = std::time::Instant::now();
+        let (at, started) = (Utc::now(), std::time::Instant::now());
         let reply = self.client.post(&c.url, &headers, body).await;
-        let elapsed = started.elapsed().as_secs_f64();
+        let elapsed = started.elapsed();
         metrics.batches_in_flight.dec();
         // The batch is no longer at the receiver: its slot may carry the next one while its messages,
         // still leased, wait for the answer to be applied.
         if let Some(slot) = batch.slot {
             self.slots_of(c.id).put_back(slot);
         }
-        let outcome = self.settle(c, &batch, &ids, reply).await;
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let reading = outcome::read(reply, &id_refs);
+        let message_ids = batch.messages.iter().map(|m| m.id);
+        let attempt = Attempt { at, elapsed, test: false, message_ids, size: batch.messages.len() };
+        self.engine.attempt_log.record(self.attempt_row(c, attempt, &reading));
+        if self.breakers.record(c.id, reading.attempt.is_success(), at) {
+            self.circuit_closed(c).await;
+        }
+        let outcome = self.settle(c, &batch, &id_refs, reading).await;
         metrics.deliveries.with_label_values(&[outcome.kind.as_str()]).inc();
-        metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed);
+        metrics.delivery_duration.with_label_values(&[outcome.kind.as_str()]).observe(elapsed.as_secs_f64());
         outcome
+    }
+
+    /// The Standard Webhooks headers signing `body` with each of `secrets` (sealed); why not when one does
+    /// not open on this node.
+    fn signed_headers(
+        &self,
+        c: &WebhookConsumer,
+        secrets: &[String],
+        body: &[u8],
+    ) -> Result<[(&'static str, String); 3], String> {
+        let webhook_id = format!("msg_{}", uuid::Uuid::new_v4().simple());
+        let timestamp = Utc::now().timestamp();
+        let opened = secrets.iter().map(|s| self.engine.keys.open_text(Purpose::WebhookSecret, s));
+        let secrets = match opened.collect::<Result<Vec<_>, _>>() {
+            Ok(secrets) => secrets,
+            Err(err) => {
+                tracing::error!(error = %err, consumer = %c.id, "a signing secret does not open; the batch goes back");
+                return Err(err.to_string());
+            }
+        };
+        let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
+        let signature = signature::header(&secrets, &webhook_id, timestamp, body);
+        Ok([("webhook-id", webhook_id), ("webhook-timestamp", timestamp.to_string()), ("webhook-signature", signature)])
+    }
+
+    /// The attempt as the attempt log records it.
+    fn attempt_row(
+        &self,
+        c: &WebhookConsumer,
+        attempt: Attempt<impl Iterator<Item = MessageId>>,
+        reading: &Reading,
+    ) -> AttemptRow {
+        AttemptRow {
+            id: 0,
+            account_id: c.queue.account(),
+            queue_id: c.queue.id(),
+            consumer_id: c.id,
+            attempted_at: attempt.at,
+            node: self.node,
+            test: attempt.test,
+            batch_size: attempt.size as i32,
+            message_ids: attempt.message_ids.take(LOGGED_MESSAGE_IDS).map(|id| id.0).collect(),
+            outcome: reading.attempt.as_str().to_owned(),
+            status: reading.status.map(i32::from),
+            latency_ms: attempt.elapsed.as_millis().min(i32::MAX as u128) as i32,
+            response: reading.response.clone(),
+            error: reading.failure.clone(),
+        }
+    }
+
+    /// The consumer's circuit closed on this node: the database says so at once, so that the other nodes
+    /// resume too when they read the consumers again, which the announcement makes them do now.
+    async fn circuit_closed(&self, c: &WebhookConsumer) {
+        tracing::info!(consumer = %c.id, "the webhook endpoint answered again; delivery resumes");
+        let marked = store::attempts::mark_healthy(&self.engine.pool, c.queue, c.id).await;
+        let announced = match marked {
+            Ok(()) => store::consumers::announce_change(&self.engine.pool, c.queue.id()).await,
+            Err(err) => Err(err),
+        };
+        if let Err(err) = announced {
+            tracing::warn!(error = %err, "announcing a closed circuit failed; other nodes resume at their next probe");
+        }
+        self.engine.wakeups.subscribe(c.queue.id()).notify_one();
+    }
+
+    /// Sends a signed sample batch of one message to the consumer's endpoint now and answers the attempt as
+    /// the log records it. Its answer is not applied (the sample is no message of the queue); a success
+    /// closes the consumer's circuit, a failure does not count against it.
+    pub async fn test_send(&self, c: &WebhookConsumer) -> AttemptRow {
+        let sample = StoredMessage {
+            id: MessageId::new(),
+            attempts: 1,
+            published_at: Utc::now(),
+            content_type: message::ContentType::Json.code(),
+            body: br#"{"skiplock":"test send"}"#.to_vec(),
+            dead_letter_source: None,
+            dead_lettered_at: None,
+            ordering_key: None,
+            flow_key: None,
+        };
+        let (body, ids) = payload::encode(&self.engine.signer, c, std::slice::from_ref(&sample));
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (at, started) = (Utc::now(), std::time::Instant::now());
+        let reply = match self.signed_headers(c, &c.secrets, &body) {
+            Ok(headers) => self.client.post(&c.url, &headers, body).await,
+            Err(reason) => Reply::Failed { kind: client::Failure::ConnectError, reason },
+        };
+        let elapsed = started.elapsed();
+        let reading = outcome::read(reply, &id_refs);
+        let attempt = Attempt { at, elapsed, test: true, message_ids: std::iter::once(sample.id), size: 1 };
+        let row = self.attempt_row(c, attempt, &reading);
+        self.engine.attempt_log.record(row.clone());
+        if reading.attempt.is_success() && self.breakers.record(c.id, true, at) | (c.health.failures > 0) {
+            self.circuit_closed(c).await;
+        }
+        row
     }
 
     /// Gives a batch's leases back untouched (shutdown before the receiver answered, or a batch a publish
@@ -338,14 +466,13 @@ impl Dispatcher {
         }
     }
 
-    /// Turns the reply into acks and retries and applies them.
-    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, ids: &[String], reply: Reply) -> Outcome {
+    /// Turns the reply, read, into acks and retries and applies them.
+    async fn settle(&self, c: &WebhookConsumer, batch: &Batch, id_refs: &[&str], reading: Reading<'_>) -> Outcome {
         let messages = &batch.messages;
-        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let Reading { kind, decisions, failure, floor } = outcome::read(reply, &id_refs);
+        let Reading { kind, decisions, failure, floor, attempt, .. } = reading;
         let answers: Vec<Answer> = messages
             .iter()
-            .zip(&id_refs)
+            .zip(id_refs)
             .map(|(m, id)| Answer {
                 id: m.id,
                 attempt: m.attempts,
@@ -355,7 +482,8 @@ impl Dispatcher {
         if let Some(why) = &failure {
             tracing::info!(consumer = %c.id, queue = %c.queue.id(), messages = messages.len(), reason = %why, "webhook delivery failed; the batch will be retried");
         }
-        let mut outcome = Outcome { kind, delivered: messages.len(), failure, ..Default::default() };
+        let mut outcome =
+            Outcome { kind, delivered: messages.len(), failure, attempt: Some(attempt), ..Default::default() };
         // Acks alone, the common answer, go with other batches' acks.
         if answers.iter().all(|a| a.decision == Decision::Ack) {
             let ids = answers.iter().map(|a| a.id).collect();
@@ -383,5 +511,20 @@ impl Dispatcher {
             }
         }
         outcome
+    }
+}
+
+impl TestSend for Dispatcher {
+    fn test_send(
+        &self,
+        queue: OwnedQueue,
+        consumer: ConsumerId,
+    ) -> BoxFuture<'_, Result<Option<AttemptRow>, sqlx::Error>> {
+        Box::pin(async move {
+            let Some(row) = store::dispatch::webhook_consumer(&self.engine.pool, queue, consumer).await? else {
+                return Ok(None);
+            };
+            Ok(Some(Dispatcher::test_send(self, &row.into()).await))
+        })
     }
 }

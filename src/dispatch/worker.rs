@@ -12,13 +12,17 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::breaker::Gate;
 use super::{Dispatcher, WebhookConsumer};
 use crate::ids::ConsumerId;
+use crate::queue::attempt::OPEN_AFTER;
 use crate::store;
 use crate::store::publish::LeasedAtPublish;
 
 /// How soon a worker looks again after the database failed it.
 const AFTER_ERROR: Duration = Duration::from_secs(1);
+/// How soon a worker looks at its circuit again after sending a probe.
+const AFTER_PROBE: Duration = Duration::from_secs(1);
 /// How soon to try again when every slot is taken (other nodes' deliveries finishing).
 const SLOT_POLL: Duration = Duration::from_millis(100);
 
@@ -38,6 +42,7 @@ pub async fn run(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     loop {
         match dispatcher.consumers().await {
             Ok(active) => {
+                count_health(&dispatcher, active.iter().map(|(c, _)| c));
                 let max = active.iter().map(|(c, _)| (c.id, c.max_concurrency)).collect();
                 *dispatcher.max_concurrency.lock().expect("max lock") = max;
                 // A queue with messages ready wakes its worker: a wake-up it missed is made good here.
@@ -87,6 +92,22 @@ async fn keep_slots(dispatcher: Arc<Dispatcher>, stop: CancellationToken) {
     }
 }
 
+/// Sets the gauge of consumers by endpoint health from the consumers as read.
+fn count_health<'a>(dispatcher: &Dispatcher, consumers: impl Iterator<Item = &'a WebhookConsumer>) {
+    let mut counts = [("healthy", 0), ("failing", 0), ("open", 0)];
+    for c in consumers {
+        let state = match c.health.failures {
+            0 => 0,
+            f if f < OPEN_AFTER => 1,
+            _ => 2,
+        };
+        counts[state].1 += 1;
+    }
+    for (label, count) in counts {
+        dispatcher.engine.metrics.webhook_consumers.with_label_values(&[label]).set(count);
+    }
+}
+
 /// Starts workers for new consumers, updates changed ones, and stops those deleted or paused.
 fn reconcile(
     dispatcher: &Arc<Dispatcher>,
@@ -111,6 +132,7 @@ fn reconcile(
         let handle = tokio::spawn(work(dispatcher.clone(), updates, wake, stop.clone(), shutdown.clone()));
         workers.insert(consumer.id, Worker { config, stop, handle });
     }
+    dispatcher.breakers.keep_only(&seen);
     workers.retain(|id, worker| {
         let keep = seen.contains(id);
         if !keep {
@@ -154,6 +176,7 @@ async fn work(
     loop {
         while in_flight.try_join_next().is_some() {}
         let consumer = config.borrow_and_update().clone();
+        dispatcher.breakers.seed(&consumer);
         let step = match adopted.take() {
             Some(leased) => {
                 // Back to the wait it interrupted, which also ends when this batch's own lease does, as
@@ -182,7 +205,9 @@ async fn work(
         // Publishes on this node wake the worker in-process while it would claim at once, and lease their
         // messages for it while it waits with a slot to spare.
         let room = in_flight.len() < consumer.max_concurrency.max(1) as usize;
-        let offer = (room && matches!(next, Next::Wait(_))).then(|| dispatcher.offer(&consumer, &hand)).flatten();
+        let closed = !dispatcher.breakers.is_open(consumer.id);
+        let offer =
+            (room && closed && matches!(next, Next::Wait(_))).then(|| dispatcher.offer(&consumer, &hand)).flatten();
         dispatcher.engine.wakeups.claims_here(queue, room && matches!(next, Next::More | Next::Wait(_)), offer);
         let (wait, slots_taken, node_full) = match next {
             Next::More => continue,
@@ -266,6 +291,12 @@ async fn next_step(
     in_flight: &mut JoinSet<()>,
     shutdown: &CancellationToken,
 ) -> Result<Next, sqlx::Error> {
+    // An endpoint whose circuit is open gets one probe batch at a time, when its interval has passed.
+    let probe = match dispatcher.breakers.gate(consumer.id) {
+        Gate::Open(wait) => return Ok(Next::Wait(Some(wait))),
+        Gate::ProbeDue => true,
+        Gate::Closed => false,
+    };
     if !consumer.max_wait.is_zero() {
         if let Some(wait) = not_due_for(dispatcher, consumer).await? {
             return Ok(wait);
@@ -276,7 +307,14 @@ async fn next_step(
     let claimed = batch.messages.len() as i64;
     if claimed > 0 {
         let next_due = batch.next_due;
+        if probe {
+            dispatcher.breakers.probing(consumer.id, dispatcher.lease());
+        }
         deliver(dispatcher, consumer, batch, place, in_flight, shutdown);
+        if probe {
+            // The probe's answer closes the circuit (and wakes the worker) or sets the next probe's time.
+            return Ok(Next::Wait(Some(AFTER_PROBE)));
+        }
         // A partial batch took all that was ready: a publish or retry meanwhile wakes the worker, and
         // the claim said when the next delayed message is due (a lease that runs out is swept and woken), so no
         // look is spent on it.

@@ -29,6 +29,8 @@ pub struct Cadences {
     pub max_queue_series: usize,
     /// How the message generations turn.
     pub rotation: Rotation,
+    /// How long webhook attempts are kept, and how many per consumer.
+    pub attempts: super::attempts::Keeping,
 }
 
 /// How often a node reads how far back the service's running transactions reach: its floors lag the
@@ -63,9 +65,14 @@ impl Engine {
             stop,
             move |e| async move { gauges::refresh(&e.metrics, &e.pool, max).await },
         );
-        self.periodic(tasks, "the retention upkeep", Pace::Every(cadences.retention_sweep), stop, |e| async move {
-            maintenance::retention_turn(&e.pool, &e.activity).await
-        });
+        let keeping = cadences.attempts;
+        self.periodic(
+            tasks,
+            "the retention upkeep",
+            Pace::Every(cadences.retention_sweep),
+            stop,
+            move |e| async move { maintenance::retention_turn(&e.pool, &e.activity, keeping).await },
+        );
         self.periodic(tasks, "letting flow keys go", Pace::Every(FLOW_EVERY), stop, |e| async move {
             e.release_due_flows().await
         });

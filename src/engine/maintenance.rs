@@ -10,6 +10,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 
 use crate::engine::activity::Activity;
+use crate::engine::attempts::Keeping;
 use crate::store;
 
 const SWEEP_BATCH: i64 = 10_000;
@@ -125,7 +126,7 @@ pub async fn refresh_statistics(pool: &PgPool) -> Result<Vec<String>, sqlx::Erro
 
 /// One turn of the retention upkeep: messages past their retention, activity buckets past the chart's
 /// hour, idempotency keys past their window, flow keys with nothing left to hold. Each part is tried even if one before it failed.
-pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sqlx::Error> {
+pub async fn retention_turn(pool: &PgPool, activity: &Activity, attempts: Keeping) -> Result<(), sqlx::Error> {
     let swept = sweep_expired(pool).await;
     if let Ok(n) = swept {
         if n > 0 {
@@ -138,7 +139,8 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity) -> Result<(), sq
     let shares = store::shares::forget_older_than(pool, super::shares::KEPT_SECONDS).await;
     let audited = super::audit::prune(pool).await;
     let idle_flows = forget_idle_flow_keys(pool).await;
-    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).map(|_| ())
+    let attempts = super::attempts::prune(pool, attempts).await;
+    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).and(attempts).map(|_| ())
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod ack;
 pub mod activity;
+pub mod attempts;
 pub mod audit;
 pub mod background;
 pub mod backlog;
@@ -84,6 +85,8 @@ pub struct Engine {
     pub publish_rate: RateLimiter,
     shares: RateShares,
     pub publisher: Publisher,
+    /// The webhook attempts this node makes, written in batches.
+    pub attempt_log: attempts::AttemptLog,
     /// This node, as the others see it in what it holds and reports (deletions, rate figures).
     pub node: uuid::Uuid,
     /// Which account owns each queue this node has been asked about.
@@ -111,6 +114,7 @@ impl Engine {
         let delivery = Arc::new(Delivery::new(pool.clone(), activity.clone(), backlog.clone(), floors));
         let wakeups = Arc::new(Wakeups::new(metrics.clone()));
         let publisher = Publisher::start(pool.clone(), wakeups.clone(), delivery.clone());
+        let attempt_log = attempts::AttemptLog::start(pool.clone(), metrics.clone());
         let engine = Arc::new(Engine {
             verifier: Verifier::new(pool.clone()),
             operators: Verifier::new(pool.clone()),
@@ -131,6 +135,7 @@ impl Engine {
             delivery,
             wakeups,
             publisher,
+            attempt_log,
             owners: Owners::default(),
             horizon: horizon::HorizonWatch::default(),
         });

@@ -4,6 +4,7 @@
 
 pub mod account;
 pub mod answer;
+pub mod attempt;
 pub mod consumer;
 pub mod flow;
 pub mod lease;

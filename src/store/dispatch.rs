@@ -32,6 +32,10 @@ pub struct WebhookConsumerRow {
     pub retry_delay: i32,
     pub retry_backoff: crate::queue::consumer::Backoff,
     pub retry_delay_max: Option<i32>,
+    /// The endpoint's health as every node's attempts left it (`store::attempts`).
+    pub consecutive_failures: i32,
+    pub last_failure_at: Option<DateTime<Utc>>,
+    pub last_success_at: Option<DateTime<Utc>>,
 }
 
 impl WebhookConsumerRow {
@@ -50,27 +54,59 @@ pub struct ActiveConsumer {
     pub has_ready: bool,
 }
 
+/// The columns of a `WebhookConsumerRow`, and the tables they come from.
+macro_rules! webhook_consumer {
+    () => {
+        "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period,
+    c.url, c.signing_secret,
+    case when c.previous_secret_expires_at > now() then c.previous_signing_secret end as previous_signing_secret,
+    c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
+    coalesce(c.max_wait_time_ms, 5000) as max_wait_time_ms, c.max_concurrency, c.max_retries,
+    c.retry_delay, c.retry_backoff, c.retry_delay_max,
+    coalesce(h.consecutive_failures, 0) as consecutive_failures, h.last_failure_at, h.last_success_at"
+    };
+}
+macro_rules! webhook_consumer_from {
+    () => {
+        "from consumers c
+         join queues q on q.id = c.queue_id
+         left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id
+         left join webhook_health h on h.consumer_id = c.id"
+    };
+}
+
 /// Every webhook consumer of an active account whose queue is not paused.
 pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsumer>, sqlx::Error> {
-    sqlx::query_as(
-        "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period, c.url,
-                c.signing_secret,
-                case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
-                    as previous_signing_secret,
-                c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
-                coalesce(c.max_wait_time_ms, 5000) as max_wait_time_ms, c.max_concurrency, c.max_retries,
-                c.retry_delay, c.retry_backoff, c.retry_delay_max,
-                exists (select 1 from messages m
-                        where m.queue_id = c.queue_id and not m.running and m.available_at <= now())
-                    as has_ready
-         from consumers c
-         join queues q on q.id = c.queue_id
-         join accounts a on a.id = c.account_id and a.status = 'active'
-         left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id
+    sqlx::query_as(concat!(
+        webhook_consumer!(),
+        ", exists (select 1 from messages m
+                   where m.queue_id = c.queue_id and not m.running and m.available_at <= now()) as has_ready ",
+        webhook_consumer_from!(),
+        " join accounts a on a.id = c.account_id and a.status = 'active'
          where c.kind = 'webhook' and not q.delivery_paused and c.url is not null and c.signing_secret is not null
          order by c.id",
-    )
+    ))
     .fetch_all(pool)
+    .await
+}
+
+/// The queue's webhook consumer `id`, paused or not; None when the queue has no such webhook consumer.
+pub async fn webhook_consumer(
+    db: impl PgExecutor<'_>,
+    queue: OwnedQueue,
+    id: ConsumerId,
+) -> Result<Option<WebhookConsumerRow>, sqlx::Error> {
+    sqlx::query_as(concat!(
+        webhook_consumer!(),
+        " ",
+        webhook_consumer_from!(),
+        " where c.account_id = $1 and c.queue_id = $2 and c.id = $3 and c.kind = 'webhook'
+           and c.url is not null and c.signing_secret is not null",
+    ))
+    .bind(queue.account())
+    .bind(queue.id())
+    .bind(id)
+    .fetch_optional(db)
     .await
 }
 

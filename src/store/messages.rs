@@ -714,3 +714,16 @@ pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result
     .await?;
     Ok(done.rows_affected())
 }
+
+/// Whether the account's queue holds message `id` now.
+pub async fn holds(db: impl PgExecutor<'_>, queue: OwnedQueue, id: MessageId) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "select exists (select 1 from messages m join queues q on q.id = m.queue_id
+                        where m.id = $3 and m.queue_id = $2 and q.account_id = $1)",
+    )
+    .bind(queue.account())
+    .bind(queue.id())
+    .bind(id)
+    .fetch_one(db)
+    .await
+}

@@ -5,6 +5,7 @@
 
 pub mod accounts;
 pub mod activity;
+pub mod attempts;
 pub mod audit;
 pub mod consumers;
 pub mod counts;

@@ -1,16 +1,17 @@
 use sqlx::PgPool;
 
-use crate::helpers::spawn_app;
+use crate::helpers::spawn_app_dispatching;
 
 /// The dashboard, end to end in headless Chromium (tests/e2e/dashboard.test.mjs, driven by Playwright):
 /// sign in with a token alone, create a queue, send, watch the backlog, peek, purge, tokens, sign out;
 /// an account id typed that is not the token's; a wrong token; a missing scope; an unreachable server;
-/// the audit log (tests/e2e/audit.test.mjs), and the operator view on the admin address
+/// the audit log (tests/e2e/audit.test.mjs), a webhook consumer's attempt log, health and test send
+/// (tests/e2e/attempts.test.mjs; the node dispatches), and the operator view on the admin address
 /// (tests/e2e/operator.test.mjs, plans.test.mjs, deletion.test.mjs).
 /// Screenshots land in tests/e2e/artifacts/.
 #[sqlx::test]
 async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {
-    let app = spawn_app(pool.clone()).await;
+    let app = spawn_app_dispatching(pool.clone()).await;
     let operator = crate::helpers::operator_token(&pool, &skiplock::auth::OperatorScope::ALL).await;
     let root = env!("CARGO_MANIFEST_DIR");
     let output = tokio::process::Command::new("node")

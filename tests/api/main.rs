@@ -4,6 +4,7 @@ mod helpers;
 mod limits;
 mod process;
 
+mod attempts;
 mod audit;
 mod auth;
 mod cf_schema;

@@ -1,12 +1,13 @@
 use sqlx::PgPool;
 
-use crate::helpers::{operator_token, spawn_app};
+use crate::helpers::{operator_token, spawn_app, spawn_app_with_args};
 
 /// Schemathesis generates requests from the published OpenAPI document, valid and invalid, and checks
 /// every answer: no server error, statuses and bodies as documented, unsupported methods refused.
 #[sqlx::test]
 async fn the_api_holds_to_its_openapi_document_under_generated_input(pool: PgPool) {
-    let app = spawn_app(pool).await;
+    // A test send to a generated consumer's endpoint answers within the run's request timeout.
+    let app = spawn_app_with_args(pool, &["--webhook-timeout-ms=2000"]).await;
     let env = [("SKIPLOCK_ACCOUNT_ID", app.account.to_string()), ("SKIPLOCK_TOKEN", app.token.clone())];
     schemathesis("tests/schemathesis/schemathesis.toml", &app.address, &env).await;
 }

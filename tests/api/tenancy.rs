@@ -121,6 +121,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
         lease(&app.pull(&victim_q, json!({"batch_size": 1, "visibility_timeout_ms": 600_000})).await[0]).to_owned();
     let peeked = app.post(&format!("queues/{victim_q}/messages/peek"), json!({})).await;
     let reference = peeked.expect_ok()["messages"][0]["ref"].as_str().unwrap().to_owned();
+    let message = peeked.result()["messages"][0]["id"].as_str().unwrap().to_owned();
     let victim_token = app.get("tokens").await.expect_ok()[0]["id"].as_str().unwrap().to_owned();
     // A redrive task of the victim's (an empty queue: it completes at once and moves nothing).
     let victim_dlq = app.create_queue("victim-dlq").await;
@@ -166,6 +167,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::PUT, format!("queues/{q}/consumers/{consumer}"), json!({"settings": {}})),
                 (Method::DELETE, format!("queues/{q}/consumers/{consumer}"), json!(null)),
                 (Method::POST, format!("queues/{q}/consumers/{consumer}/rotate_secret"), json!({})),
+                (Method::GET, format!("queues/{q}/consumers/{consumer}/attempts"), json!(null)),
+                (Method::GET, format!("queues/{q}/consumers/{consumer}/attempts?outcome=success"), json!(null)),
+                (Method::POST, format!("queues/{q}/consumers/{consumer}/test"), json!({})),
+                (Method::GET, format!("queues/{q}/messages/{message}/attempts"), json!(null)),
                 (Method::POST, format!("queues/{q}/messages"), json!({"body": 1})),
                 (Method::POST, format!("queues/{q}/messages/batch"), json!({"messages": [{"body": 1}]})),
                 (
@@ -245,7 +250,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 53);
+    assert_eq!(tried, 8 * 2 * 57);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");

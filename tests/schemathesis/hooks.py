@@ -54,9 +54,15 @@ with open(_DOCUMENT, encoding="utf-8") as _f:
     _SCHEMAS = json.load(_f)["components"]["schemas"]
 
 
+# What `\s` matches in a JSON Schema (ECMA-262) pattern; Python's also takes \x1c-\x1f and \x85, and not \ufeff.
+_ECMA_SPACE = "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
+
+
 def _shape(pattern: str) -> re.Pattern:
-    """A JSON Schema pattern for Python: its `$` is the end of the text, not also before a final newline."""
-    return re.compile(pattern.replace("$", r"\Z"))
+    r"""A JSON Schema pattern for Python: its `$` is the end of the text, not also before a final newline, and
+    its `\s` and `\S` are ECMA-262's (a generated value with \x1d is in a cron's shape there, not in Python's)."""
+    pattern = pattern.replace("[^\\s", f"[^{_ECMA_SPACE}").replace("\\s", f"[{_ECMA_SPACE}]")
+    return re.compile(pattern.replace("\\S", f"[^{_ECMA_SPACE}]").replace("$", r"\Z"))
 
 
 # The shapes the document gives a cron expression and a time zone (a value of that shape may still be refused).

@@ -211,6 +211,21 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     updateConsumer: (id, cid, body) => result('PUT', q(id, `/consumers/${encodeURIComponent(cid)}`), body),
     deleteConsumer: (id, cid) => result('DELETE', q(id, `/consumers/${encodeURIComponent(cid)}`)),
     rotateSecret: (id, cid) => result('POST', q(id, `/consumers/${encodeURIComponent(cid)}/rotate_secret`)),
+    // webhook attempts (skiplock extension)
+    /**
+     * A page of the webhook consumer's attempts to POST batches to its endpoint, newest first: {items, info}.
+     * `outcome` (an outcome class, such as server_error), `since` (at or after), `until` (before; both
+     * RFC 3339) and `messageId` (attempts whose batch held that message) filter them.
+     */
+    consumerAttempts: (id, cid, { outcome, since, until, messageId, page: number = 1, perPage = 20 } = {}) =>
+      page(q(id, `/consumers/${encodeURIComponent(cid)}/attempts${query({
+        outcome, since, until, message_id: messageId, page: number, per_page: perPage,
+      })}`)),
+    /** A page of the attempts (by any consumer of the queue) whose batch held the message: {items, info}; filtered as consumerAttempts. */
+    messageAttempts: (id, mid, { outcome, since, until, page: number = 1, perPage = 20 } = {}) =>
+      page(q(id, `/messages/${encodeURIComponent(mid)}/attempts${query({ outcome, since, until, page: number, per_page: perPage })}`)),
+    /** Sends a signed sample batch of one message to the webhook consumer's endpoint now; resolves the attempt (`test` true). */
+    sendTest: (id, cid) => result('POST', q(id, `/consumers/${encodeURIComponent(cid)}/test`), {}),
     // messages
     sendMessage: (id, message) => result('POST', q(id, '/messages'), message),
     peek: (id, batch_size) => result('POST', q(id, '/messages/peek'), { batch_size }),

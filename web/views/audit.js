@@ -6,6 +6,7 @@
 // views/audit/entries.js, which the operator's account page uses too.
 
 import { h, field, notice } from '../lib/dom.js';
+import { localValue, rfc3339 } from '../lib/times.js';
 import { ACTION_TYPES, actionSelect, actorIs, createAuditList } from './audit/entries.js';
 
 /** An RFC 3339 time as the server takes it (seconds required; a fraction and any offset allowed). */
@@ -37,29 +38,6 @@ function auditHash({ action, since, before, page }) {
   if (page > 1) params.set('page', String(page));
   const text = params.toString();
   return text ? `#/audit?${text}` : '#/audit';
-}
-
-const pad = (n) => String(n).padStart(2, '0');
-
-/** An RFC 3339 time as a datetime-local field shows it: this browser's time zone, to the minute. */
-function localValue(value) {
-  const d = new Date(value);
-  if (!value || Number.isNaN(d.getTime())) return '';
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
-
-/**
- * A datetime-local field's value (this browser's time zone) as the server takes it: RFC 3339 in UTC,
- * whole seconds; '' when empty. A value that is no time throws an Error saying so.
- */
-function rfc3339(input, name) {
-  if (!input.value) return '';
-  const ms = new Date(input.value).getTime();
-  if (Number.isNaN(ms)) {
-    input.setAttribute('aria-invalid', 'true');
-    throw new Error(`${name} is not a date and time.`);
-  }
-  return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
 /** `query` is {action, since, before, page} from the address. */

@@ -1,6 +1,6 @@
-// One queue: live counts and activity chart, settings (edit, pause/resume), its consumer, test
-// messages, peek, purge, delete, flow control per key; a dead-letter queue shows where its messages
-// came from.
+// One queue: live counts and activity chart, settings (edit, pause/resume), its consumer (a webhook's
+// endpoint health, test send and delivery attempts), test messages, peek, purge, delete, flow control per
+// key; a dead-letter queue shows where its messages came from.
 // The parts live in views/queue/; this page loads the queue, polls its stats and hands each part
 // what it needs.
 
@@ -12,6 +12,7 @@ import { createActivity } from './queue/activity.js';
 import { createMessages } from './queue/messages.js';
 import { createRedrive } from './queue/redrive.js';
 import { createConsumer } from './queue/consumer.js';
+import { createAttempts } from './queue/attempts.js';
 import { createSettings } from './queue/settings.js';
 import { createFlow } from './queue/flow.js';
 import { hasLimits } from './queue/flow-words.js';
@@ -25,16 +26,18 @@ export function renderQueue(root, ctx, queueId) {
   let stats = null;
   // Until the first load, there is nothing to poll; the parts may still ask.
   let poller = { now() {}, async stop() {}, resume() {} };
-  // Stopping it stops the flow keys' reads too, and waits for those in flight (`flow` is made below).
+  // Stopping it stops the flow keys' and the attempts' reads too, and waits for those in flight (`flow`
+  // and `attempts` are made below).
   const polling = {
     now: () => poller.now(),
     stop: async () => {
-      const flowIdle = flow.stop();
+      const partsIdle = Promise.all([flow.stop(), attempts.stop()]);
       await poller.stop();
-      await flowIdle;
+      await partsIdle;
     },
     resume: () => {
       flow.resume();
+      attempts.resume();
       poller.resume();
     },
   };
@@ -55,12 +58,15 @@ export function renderQueue(root, ctx, queueId) {
   const redrive = createRedrive({ api, ctx, queueId, refresh: polling.now, onMoved: () => messages.clear() });
   const messages = createMessages({ api, ctx, queueId, refresh: polling.now, redrive });
   const flow = createFlow({ api, ctx, queueId, refresh: polling.now });
+  const attempts = createAttempts({ api, ctx, queueId, onHealth: (id, health) => consumer.setHealth(id, health) });
   const consumer = createConsumer({
-    api, ctx, queueId, refresh: polling.now,
+    api, ctx, queueId, refresh: polling.now, polling,
     onChange: (c) => {
       tiles.setFlowLimits(Boolean(c) && hasLimits(c.settings && c.settings.flow_control));
       flow.setConsumer(c);
+      attempts.setConsumer(c);
     },
+    onTested: () => attempts.refresh(),
   });
   const settings = createSettings({ api, ctx, queueId, onSaved: showQueue });
   const resolveDeadLetter = deadLetterResolver(api);
@@ -70,13 +76,13 @@ export function renderQueue(root, ctx, queueId) {
     settings.show(queue);
   }
 
-  /** Resolves once the parts that read more on new stats (the flow keys) have. */
+  /** Resolves once the parts that read more on new stats (the flow keys, the attempts) have. */
   function showStats(s) {
     stats = s;
     tiles.update(s);
     activity.update(s);
     redrive.update(s);
-    return flow.update(s);
+    return Promise.all([flow.update(s), attempts.update()]);
   }
 
   const body = h('div', { class: 'queue-body', hidden: true },
@@ -86,6 +92,7 @@ export function renderQueue(root, ctx, queueId) {
     h('div', { class: 'columns' },
       h('div', { class: 'column' }, redrive.el, messages.el),
       h('div', { class: 'column' }, consumer.el, settings.el)),
+    attempts.el,
     flow.el);
   const loading = h('p', { class: 'muted loading' }, 'Loading the queue…');
   const page = h('section', { class: 'page' },

@@ -1,9 +1,10 @@
-// The queue list, a page at a time by name: counts by state, oldest message age, dead-letter depth;
-// create a queue.
+// The queue list, a page at a time by name: counts by state, oldest message age, dead-letter depth, a
+// webhook endpoint failing or its circuit open; create a queue.
 
 import { h, field, notice, num, bytes, age, badge, busy } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
 import { createPager, pageRange } from '../lib/paged-table.js';
+import { endpointBadge } from './queue/attempt-words.js';
 
 const NAME_RE = /^[a-z0-9-]{1,63}$/;
 /** Queues on a page of the list. */
@@ -91,7 +92,8 @@ export function renderQueues(root, ctx, page = 1) {
     const link = h('a', { href: `#/queues/${s.queue_id}`, class: 'queue-link' }, s.queue_name);
     const nameCell = h('td', { 'data-label': 'Queue', class: 'cell-name' }, link,
       paused ? badge('Paused', 'warning') : null,
-      isDlq ? badge('Dead-letter', 'neutral') : null);
+      isDlq ? badge('Dead-letter', 'neutral') : null,
+      consumer ? endpointBadge(consumer.health) : null);
     let dlq = h('span', { class: 'muted' }, '—');
     if (s.dead_letter_queue) {
       dlq = h('span', null, s.dead_letter_queue, ' ',

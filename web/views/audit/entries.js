@@ -6,6 +6,7 @@
 import { h, id, notice, num, badge, busy } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
 import { createPagedTable, pageRange } from '../../lib/paged-table.js';
+import { whenEl } from '../../lib/times.js';
 
 /** Entries on a page of the log. */
 export const PER_PAGE = 20;
@@ -71,15 +72,6 @@ export function actionSelect(any, value = '') {
     [...groups].map(([kind, options]) => h('optgroup', { label: RESOURCES[kind] ? RESOURCES[kind][1] : kind }, options)));
   select.value = value;
   return select;
-}
-
-const whenFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'medium' });
-
-/** An entry's time: local, with the server's ISO time as the title and the datetime. */
-function whenOf(value) {
-  const d = new Date(value);
-  const text = Number.isNaN(d.getTime()) ? String(value) : whenFmt.format(d);
-  return h('time', { datetime: String(value), title: String(value) }, text);
 }
 
 /** An id shortened for a table (the full id is its title). */
@@ -272,7 +264,7 @@ function entryRows(entry, { isMine, linkFor, nameFor }) {
   });
 
   const row = h('tr', { dataset: { audit: String(entry.id), action: type } },
-    h('td', { 'data-label': 'When', class: 'audit-when' }, whenOf(entry.when)),
+    h('td', { 'data-label': 'When', class: 'audit-when' }, whenEl(entry.when)),
     h('td', { 'data-label': 'Action' }, h('code', null, type), words ? h('span', { class: 'sub' }, words) : null),
     h('td', { 'data-label': 'Resource' },
       h('span', { class: 'audit-kind' }, kind), what ? [' ', what] : null,

@@ -1,11 +1,13 @@
 // The queue page's consumer card: the queue's one consumer (HTTP pull or webhook) shown, created,
 // edited or deleted, with its limits of flow control per key; a webhook's signing secret shown once
-// after create or rotate.
+// after create or rotate, its endpoint's health (health.js) and its test send (test-send.js).
 
 import { h, append, field, notice, num, busy, duration, confirmDialog, secretBox } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
 import { numberInput, readNumber } from './inputs.js';
 import { FLOW_MAX, consumerFlowText } from './flow-words.js';
+import { createHealth } from './health.js';
+import { createTestSend } from './test-send.js';
 
 /** The flow control limits a server's 400 names ("settings.flow_control.rate must be …"), or null. */
 function flowFieldOf(message) {
@@ -14,12 +16,16 @@ function flowFieldOf(message) {
 }
 
 /**
- * The consumer card; show(consumer or null) with the queue's; `refresh()` asks the page for fresh stats;
- * `onChange(consumer or null)` is told of the consumer shown, at first and after each change.
+ * The consumer card; show(consumer or null) with the queue's, setHealth(consumer id, health) with a
+ * webhook's endpoint health read since; `refresh()` asks the page for fresh stats; `onChange(consumer or
+ * null)` is told of the consumer shown, at first and after each change, `onTested(attempt)` of a test
+ * send's attempt; `polling` is the page's, stopped while the consumer is being deleted.
  */
-export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {} }) {
+export function createConsumer({ api, ctx, queueId, refresh, polling, onChange = () => {}, onTested = () => {} }) {
   let consumer = null;
   let secret = null; // {title, value} shown once after create / rotate
+  const health = createHealth();
+  const testSend = createTestSend({ api, ctx, queueId, onSent: onTested });
   const consumerBody = h('div', { class: 'stack' });
   const consumerMsg = notice();
   const el = h('section', { class: 'card', 'aria-labelledby': 'consumer-title' },
@@ -151,7 +157,8 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         const saved = await busy(submit, isNew ? 'Creating…' : 'Saving…', () =>
           (isNew ? api.createConsumer(queueId, body) : api.updateConsumer(queueId, existing.consumer_id, body)));
         if (ctx.signal.aborted) return;
-        consumer = saved;
+        // Create and update answers carry no health: an edit keeps the endpoint's as last read.
+        consumer = isNew || saved.health ? saved : { ...saved, health: existing.health };
         if (saved.signing_secret) secret = { title: 'Webhook signing secret', value: saved.signing_secret };
         ctx.toast(isNew ? 'Consumer created.' : 'Consumer saved.');
         render();
@@ -169,6 +176,7 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
 
   function render(mode = 'view') {
     consumerBody.replaceChildren();
+    testSend.setConsumer(consumer && consumer.type === 'webhook' ? consumer.consumer_id : null);
     if (mode === 'edit' || (mode === 'create' && !consumer)) {
       consumerBody.append(consumerForm(mode === 'edit' ? consumer : null));
       const first = consumerBody.querySelector('input, select');
@@ -188,9 +196,12 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
     }
     const c = consumer;
     const s = c.settings || {};
+    const hook = c.type === 'webhook';
+    if (hook) health.show(c.health);
     const rows = [
-      ['Type', c.type === 'webhook' ? 'Webhook (push)' : 'HTTP pull'],
-      c.type === 'webhook' ? ['URL', h('span', { class: 'break mono' }, c.url || '—')] : null,
+      ['Type', hook ? 'Webhook (push)' : 'HTTP pull'],
+      hook ? ['URL', h('span', { class: 'break mono' }, c.url || '—')] : null,
+      hook ? ['Endpoint', health.el] : null,
       ['Dead-letter queue', c.dead_letter_queue || h('span', { class: 'muted' }, 'none (messages are deleted after the last retry)')],
       ['Batch size', num(s.batch_size)],
       ['Max retries', num(s.max_retries)],
@@ -209,6 +220,7 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
     edit.addEventListener('click', () => {
       consumerMsg.clear();
       secret = null;
+      testSend.clear();
       render('edit');
     });
     if (rotate) {
@@ -238,6 +250,7 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         confirmLabel: 'Delete consumer',
       });
       if (!ok) return;
+      await polling.stop(); // no read may ask for the consumer's attempts while (or after) it goes
       try {
         await busy(remove, 'Deleting…', () => api.deleteConsumer(queueId, c.consumer_id));
         consumer = null;
@@ -247,6 +260,8 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         onChange(null);
       } catch (err) {
         if (!ctx.signal.aborted) consumerMsg.show(describe(err));
+      } finally {
+        polling.resume();
       }
     });
     append(consumerBody, [
@@ -257,7 +272,10 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
         note: 'Copy it now: it is shown only once. Your webhook receiver verifies signatures with it.',
       }) : null,
       h('dl', { class: 'props' }, rows.map(([k, v]) => [h('dt', null, k), h('dd', null, v)])),
-      h('div', { class: 'form-actions' }, edit, rotate, remove)]);
+      hook ? null : h('p', { class: 'muted small' }, 'An HTTP pull consumer has no log of delivery attempts: what comes of each '
+        + 'pull is your client\'s own acks and retries, seen in the queue\'s counts and activity.'),
+      hook ? testSend.els : null,
+      h('div', { class: 'form-actions' }, edit, hook ? testSend.button : null, rotate, remove)]);
   }
 
   function show(next) {
@@ -266,5 +284,12 @@ export function createConsumer({ api, ctx, queueId, refresh, onChange = () => {}
     onChange(consumer);
   }
 
-  return { el, show };
+  /** The endpoint health of consumer `id`, read since it was shown (kept by the card while it shows that consumer). */
+  function setHealth(id, next) {
+    if (!consumer || consumer.consumer_id !== id || !next) return;
+    consumer = { ...consumer, health: next };
+    health.show(next);
+  }
+
+  return { el, show, setHealth };
 }
