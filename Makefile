@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-flow bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-flow bench-dead-receiver bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -123,6 +123,13 @@ bench-flow:
 	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench flow
+
+# A dead receiver: 100,000 messages due for a webhook endpoint that refuses connections for a minute, then
+# comes back (docs/benchmarks.md, "A dead receiver"): about 3 minutes.
+bench-dead-receiver:
+	@$(cluster_db)
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench dead-receiver
 
 # Schedules: 10,000 firing every minute; tick to commit and the CPU between ticks (docs/benchmarks.md,
 # "Schedules"): about 4 minutes.

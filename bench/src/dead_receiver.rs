@@ -22,6 +22,10 @@ pub struct DeadReceiverArgs {
     /// Seconds measured while the endpoint is down, after a warm-up of 10 s.
     #[arg(long, default_value_t = 60)]
     pub seconds: u64,
+    /// Keep the queue's delivery paused through the window: the node's own upkeep beside the messages, the
+    /// floor under any breaker's cost.
+    #[arg(long)]
+    pub paused: bool,
 }
 
 const WARM_UP: Duration = Duration::from_secs(10);
@@ -45,7 +49,7 @@ pub async fn run(args: DeadReceiverArgs) -> anyhow::Result<()> {
         "A dead receiver: {} messages due for a webhook consumer whose endpoint refuses connections",
         args.messages
     );
-    env.set_paused(&queue, false).await?;
+    env.set_paused(&queue, args.paused).await?;
     tokio::time::sleep(WARM_UP).await;
 
     let mut db = PgConnection::connect(&env.database_url).await?;
@@ -65,6 +69,22 @@ pub async fn run(args: DeadReceiverArgs) -> anyhow::Result<()> {
         minutes * 60.0
     );
 
+    if args.paused {
+        env.set_paused(&queue, false).await?;
+    }
+    let consumers = env.client.get(env.url(&format!("queues/{queue}/consumers"))).bearer_auth(&env.token).send();
+    let consumers: Value = consumers.await?.json().await?;
+    let health = consumers["result"][0]["health"].clone();
+    let probe_in = health["next_probe_at"]
+        .as_str()
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .map(|at| (at.with_timezone(&chrono::Utc) - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0);
+    if let Some(probe_in) = probe_in {
+        println!(
+            "  the circuit is open after {} failures in a row; the next probe is due in {probe_in:.1} s",
+            health["consecutive_failures"]
+        );
+    }
     let delivered = web::Data::new(AtomicU64::new(0));
     let first = Arc::new(std::sync::OnceLock::<Instant>::new());
     let (seen, first_seen) = (delivered.clone(), first.clone());
@@ -98,14 +118,15 @@ pub async fn run(args: DeadReceiverArgs) -> anyhow::Result<()> {
     }
     let drained = back.elapsed().as_secs_f64();
     let first_delivery = first.get().map(|at| at.duration_since(back).as_secs_f64()).unwrap_or(f64::NAN);
-    println!("  back: first delivery after {first_delivery:.1} s, the backlog gone after {drained:.1} s");
+    println!("  back: first delivery after {first_delivery:.2} s, the backlog gone after {drained:.1} s");
     handle.stop(true).await;
     setup::write_result(
         "dead-receiver",
         &json!({"messages": args.messages, "seconds": minutes * 60.0, "batch_size": BATCH,
                 "batches_attempted_per_minute": batches_per_minute, "skiplock_cpu_percent_of_core": server_cpu,
                 "postgres_cpu_percent_of_core": postgres_cpu, "first_delivery_after_back_s": first_delivery,
-                "drained_after_back_s": drained, "delivered": delivered.load(Ordering::SeqCst)}),
+                "drained_after_back_s": drained, "delivered": delivered.load(Ordering::SeqCst),
+                "paused": args.paused, "health_when_back": health, "next_probe_in_s": probe_in}),
     )?;
     env.finish().await
 }
