@@ -248,7 +248,7 @@ impl Default for Metrics {
             webhook_attempts_written: counter(
                 &r,
                 "skiplock_webhook_attempts_logged_total",
-                "Webhook attempts this node handed to the attempt log's database writes.",
+                "Webhook attempts this node wrote to the attempt log.",
             ),
             webhook_consumers: gauge_vec(
                 &r,

@@ -451,8 +451,12 @@ impl Dispatcher {
         let attempt = Attempt { at, elapsed, test: true, message_ids: std::iter::once(sample.id), size: 1 };
         let row = self.attempt_row(c, attempt, &reading);
         self.engine.attempt_log.record(row.clone());
-        if reading.attempt.is_success() && self.breakers.record(c.id, true, at) | (c.health.failures > 0) {
-            self.circuit_closed(c).await;
+        if reading.attempt.is_success() {
+            // Closed here, or failing as the database says (another node's circuit): closed everywhere.
+            let closed_here = self.breakers.record(c.id, true, at);
+            if closed_here || c.health.failures > 0 {
+                self.circuit_closed(c).await;
+            }
         }
         row
     }

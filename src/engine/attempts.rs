@@ -92,10 +92,12 @@ async fn write(
             }
         }
         let health = health_changes(&batch);
-        if let Err(err) = store::attempts::write(&pool, &batch, &health).await {
-            tracing::warn!(error = %err, attempts = batch.len(), "writing webhook attempts failed; they are lost");
+        match store::attempts::write(&pool, &batch, &health).await {
+            Ok(()) => metrics.webhook_attempts_written.inc_by(batch.len() as u64),
+            Err(err) => {
+                tracing::warn!(error = %err, attempts = batch.len(), "writing webhook attempts failed; they are lost")
+            }
         }
-        metrics.webhook_attempts_written.inc_by(batch.len() as u64);
         batch.clear();
     }
 }

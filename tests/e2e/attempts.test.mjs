@@ -20,8 +20,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import {
-  PHONE, DESKTOP, RUN, TOKEN, ACCOUNT, address, tenantHooks, openPage, assertNoConsoleErrors, waitForText, waitFor,
-  shot, steps, signInAt,
+  PHONE, DESKTOP, RUN, TOKEN, address, tenantHooks, openPage, assertNoConsoleErrors, waitForText, waitFor,
+  shot, steps, signInAt, api,
 } from './support.mjs';
 
 const BASE = address('SKIPLOCK_URL');
@@ -37,15 +37,6 @@ const localField = (ms) => new Date(ms).toISOString().slice(0, 16);
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-/** Calls the API directly (setup and cross-checks) with the all-scopes token. */
-async function api(method, apiPath, body) {
-  const res = await fetch(`${BASE}/client/v4/accounts/${ACCOUNT}${apiPath}`, {
-    method,
-    headers: { Authorization: `Bearer ${TOKEN}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  return { status: res.status, json: await res.json() };
-}
 
 /** A page of the consumer's attempts as the API lists them (`query` its filters): {items, info}. */
 async function attempts(queueId, consumerId, query = '') {

@@ -12,8 +12,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  PHONE, DESKTOP, RUN, TOKEN, ACCOUNT, address, tenantHooks, openPage, assertNoConsoleErrors, waitForText, waitFor,
-  shot, steps, signInAt, confirm,
+  PHONE, DESKTOP, RUN, TOKEN, address, tenantHooks, openPage, assertNoConsoleErrors, waitForText, waitFor,
+  shot, steps, signInAt, confirm, api,
 } from './support.mjs';
 
 const BASE = address('SKIPLOCK_URL');
@@ -21,15 +21,6 @@ tenantHooks();
 
 // ---- helpers ------------------------------------------------------------------------------------
 
-/** Calls the API directly (setup and cross-checks) with the all-scopes token. */
-async function api(method, apiPath, body) {
-  const res = await fetch(`${BASE}/client/v4/accounts/${ACCOUNT}${apiPath}`, {
-    method,
-    headers: { Authorization: `Bearer ${TOKEN}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  return { status: res.status, json: await res.json() };
-}
 
 /** The account's schedules of the queue `queueId`, as the API lists them. */
 async function schedulesOf(queueId) {

@@ -52,6 +52,16 @@ export const TOKEN = process.env.SKIPLOCK_TOKEN || '';
 /** That token's account id. */
 export const ACCOUNT = process.env.SKIPLOCK_ACCOUNT || '';
 
+/** Calls the account's API directly (a test's setup and cross-checks) with the all-scopes token. */
+export async function api(method, apiPath, body) {
+  const res = await fetch(`${address('SKIPLOCK_URL')}/client/v4/accounts/${ACCOUNT}${apiPath}`, {
+    method,
+    headers: { Authorization: `Bearer ${TOKEN}`, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, json: await res.json() };
+}
+
 /**
  * Registers the tenant test file's `before` and `after`; call it at the file's top level, as node:test
  * wants. Before: fails at once on a missing address, token or account id (rather than in every step),
