@@ -55,6 +55,7 @@ typed_id!(ConsumerId, "consumer id");
 typed_id!(MessageId, "message id");
 typed_id!(RedriveId, "redrive id");
 typed_id!(ScheduleId, "schedule id");
+typed_id!(SubscriptionId, "subscription id");
 
 #[derive(Debug, thiserror::Error)]
 #[error("malformed {0}: expected 32 lowercase hexadecimal characters")]

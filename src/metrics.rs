@@ -41,6 +41,7 @@ pub struct Metrics {
     pub delivery_duration: HistogramVec,
     pub batches_in_flight: IntGauge,
     pub webhook_attempts_written: IntCounter,
+    pub events_published: IntCounter,
     pub webhook_consumers: IntGaugeVec,
     pub queue_backlog: IntGaugeVec,
     pub queue_in_flight: IntGaugeVec,
@@ -249,6 +250,11 @@ impl Default for Metrics {
                 &r,
                 "skiplock_webhook_attempts_logged_total",
                 "Webhook attempts this node wrote to the attempt log.",
+            ),
+            events_published: counter(
+                &r,
+                "skiplock_events_published_total",
+                "Events of event subscriptions this node published into their destination queues.",
             ),
             webhook_consumers: gauge_vec(
                 &r,

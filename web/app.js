@@ -1,7 +1,7 @@
 // skiplock dashboard: session, routing and the page shell. Views live in views/*.js.
 // The API token is kept in sessionStorage only (this tab, until it closes or the user signs out);
 // it never goes into a URL, a cookie or the console.
-// A session is an account's (an `skl_` token: queues, schedules and tokens, on the public address) or the
+// A session is an account's (an `skl_` token: queues, schedules, events and tokens, on the public address) or the
 // operator's (an `sko_` token: the accounts and their plans, on the operator address); each mode has
 // its own pages.
 
@@ -12,6 +12,7 @@ import { renderQueues } from './views/queues.js';
 import { renderQueue, forgetHistory } from './views/queue.js';
 import { renderTokens } from './views/tokens.js';
 import { renderSchedules } from './views/schedules.js';
+import { renderEvents } from './views/events.js';
 import { renderAudit, auditQuery } from './views/audit.js';
 import { renderAccounts, renderAccount, ACCOUNT_STATUSES } from './views/operator.js';
 import { renderPlans, renderPlan } from './views/operator/plans.js';
@@ -285,6 +286,9 @@ function route() {
     } else if ((m = /^#\/schedules(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash))) {
       setNav('schedules');
       cleanup = renderSchedules(main, ctx, m[1] ? Number(m[1]) : 1);
+    } else if ((m = /^#\/events(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash))) {
+      setNav('events');
+      cleanup = renderEvents(main, ctx, m[1] ? Number(m[1]) : 1);
     } else if (hash === '#/tokens') {
       setNav('tokens');
       cleanup = renderTokens(main, ctx);

@@ -17,7 +17,9 @@ use crate::engine::audit::Actor;
 use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
-use crate::ids::{AccountId, ConsumerId, MalformedId, MessageId, QueueId, RedriveId, ScheduleId, TokenId};
+use crate::ids::{
+    AccountId, ConsumerId, MalformedId, MessageId, QueueId, RedriveId, ScheduleId, SubscriptionId, TokenId,
+};
 use crate::store::owned::OwnedQueue;
 use crate::telemetry::RequestId;
 
@@ -237,6 +239,10 @@ impl PathSegment for RedriveId {
 
 impl PathSegment for ScheduleId {
     const SEGMENT: &'static str = "schedule_id";
+}
+
+impl PathSegment for SubscriptionId {
+    const SEGMENT: &'static str = "subscription_id";
 }
 
 impl PathSegment for AccountId {

@@ -107,7 +107,7 @@ fn account_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/event_subscriptions/subscriptions";
             get => subscriptions::list, post => subscriptions::create))
         .service(resource!("/event_subscriptions/subscriptions/{subscription_id}";
-            get => subscriptions::unknown, patch => subscriptions::unknown, delete => subscriptions::unknown))
+            get => subscriptions::get, patch => subscriptions::update, delete => subscriptions::delete))
         .service(web::scope("/queues/{queue_id}").configure(queue_routes))
         .default_service(web::to(no_such_endpoint));
 }

@@ -87,6 +87,8 @@ pub struct HealthView {
     /// `open` once the failures in a row reach the breaker's threshold: one probe batch at a time.
     pub circuit: &'static str,
     pub next_probe_at: Option<String>,
+    /// When it was disabled for failing its consumer's `disable_after_hours`; null while enabled.
+    pub disabled_at: Option<String>,
 }
 
 impl HealthView {
@@ -104,13 +106,14 @@ impl HealthView {
             })
         });
         Self {
-            state: HealthState::of(row.consecutive_failures),
+            state: HealthState::of(row.consecutive_failures, row.disabled_at.is_some()),
             consecutive_failures: row.consecutive_failures,
             failing_since: row.failing_since.map(timestamp),
             last_success_at: row.last_success_at.map(timestamp),
             last_failure,
             circuit: if probe.is_some() { "open" } else { "closed" },
-            next_probe_at: next_probe,
+            next_probe_at: next_probe.filter(|_| row.disabled_at.is_none()),
+            disabled_at: row.disabled_at.map(timestamp),
         }
     }
 }

@@ -413,12 +413,7 @@ impl Dispatcher {
     /// resume too when they read the consumers again, which the announcement makes them do now.
     async fn circuit_closed(&self, c: &WebhookConsumer) {
         tracing::info!(consumer = %c.id, "the webhook endpoint answered again; delivery resumes");
-        let marked = store::attempts::mark_healthy(&self.engine.pool, c.queue, c.id).await;
-        let announced = match marked {
-            Ok(()) => store::consumers::announce_change(&self.engine.pool, c.queue.id()).await,
-            Err(err) => Err(err),
-        };
-        if let Err(err) = announced {
+        if let Err(err) = self.engine.endpoint_recovered(c.queue, c.id).await {
             tracing::warn!(error = %err, "announcing a closed circuit failed; other nodes resume at their next probe");
         }
         self.engine.wakeups.subscribe(c.queue.id()).notify_one();

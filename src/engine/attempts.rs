@@ -92,14 +92,40 @@ async fn write(
             }
         }
         let health = health_changes(&batch);
-        match store::attempts::write(&pool, &batch, &health).await {
-            Ok(()) => metrics.webhook_attempts_written.inc_by(batch.len() as u64),
-            Err(err) => {
-                tracing::warn!(error = %err, attempts = batch.len(), "writing webhook attempts failed; they are lost")
+        // A write that fails (a failover, a pool exhausted for a moment) is tried again: the attempts and
+        // the health they change are one transaction, so a retry writes them once.
+        for tries in 1.. {
+            match write_batch(&pool, &batch, &health).await {
+                Ok(()) => {
+                    metrics.webhook_attempts_written.inc_by(batch.len() as u64);
+                    break;
+                }
+                Err(err) if tries < WRITE_TRIES => {
+                    tracing::warn!(error = %err, attempts = batch.len(), "writing webhook attempts failed; trying again");
+                    tokio::time::sleep(RETRY_AFTER * tries).await;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, attempts = batch.len(), "writing webhook attempts failed; they are lost");
+                    break;
+                }
             }
         }
         batch.clear();
     }
+}
+
+/// Tries at writing a batch, and the wait before the next try (times the tries so far).
+const WRITE_TRIES: u32 = 4;
+const RETRY_AFTER: Duration = Duration::from_millis(250);
+
+/// Writes the attempts, the health they change, and the events of the circuits they open or close, in
+/// one transaction.
+async fn write_batch(pool: &sqlx::PgPool, batch: &[AttemptRow], health: &[HealthChange]) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let written = store::attempts::write(&mut tx, batch, health).await?;
+    let events = super::events::circuit_events(health, &written);
+    store::events::record(&mut *tx, &events).await?;
+    tx.commit().await
 }
 
 /// What the attempts, in the order they were made, do to each consumer's health. Test sends count only
@@ -109,6 +135,7 @@ pub fn health_changes(attempts: &[AttemptRow]) -> Vec<HealthChange> {
     for a in attempts {
         let change = changes.entry(a.consumer_id).or_insert_with(|| HealthChange {
             account: a.account_id,
+            queue: a.queue_id,
             consumer: a.consumer_id,
             trailing_failures: 0,
             last_success_at: None,

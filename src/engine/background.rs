@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::maintenance::{self, MessageTable, TableVacuum};
 use super::periodic::{spawn_periodic, Pace};
 use super::rotation::Rotation;
-use super::{backlog, deletion, gauges, shares, standing, Engine};
+use super::{backlog, deletion, events, gauges, shares, standing, Engine};
 use crate::store;
 
 /// The cadences an operator may set.
@@ -158,6 +158,19 @@ impl Engine {
             stopped.cancelled().await;
             let _ = engine.activity.flush(&engine.pool).await;
         });
+        self.periodic(tasks, "publishing events", Pace::Every(events::PUBLISH_EVERY), stop, |e| async move {
+            e.publish_events().await
+        });
+        self.periodic(tasks, "watching backlog thresholds", Pace::Every(events::BACKLOG_EVERY), stop, |e| async move {
+            e.check_backlog_thresholds().await
+        });
+        self.periodic(
+            tasks,
+            "disabling consumers failing too long",
+            Pace::Every(events::BACKLOG_EVERY),
+            stop,
+            |e| async move { e.disable_failing_consumers().await },
+        );
         tasks.spawn(super::redrive::run(self.pool.clone(), self.metrics.clone(), stop.clone()));
         tasks.spawn(self.clone().fire_schedules(stop.clone()));
         if let Some(listener) = self.wakeups.start_listening(self.pool.clone(), stop.clone()) {

@@ -12,6 +12,7 @@ pub mod backlog;
 pub mod consumers;
 pub mod deletion;
 pub mod delivery;
+pub mod events;
 pub mod firing;
 pub mod floors;
 pub mod flow;

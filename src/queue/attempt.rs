@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::event::EventType;
 use super::{invalid, Invalid};
 
 /// How one POST to an endpoint ended: the class of failure a user looks for first.
@@ -89,6 +90,20 @@ impl AttemptOutcome {
 
 /// Failures in a row after which the endpoint's circuit opens.
 pub const OPEN_AFTER: i32 = 5;
+/// The events a change of an endpoint's failures in a row from `before` to `after` fires: recovered when an
+/// open circuit saw a success (`succeeded`), failing when the circuit opened (again).
+pub fn circuit_events(before: i32, after: i32, succeeded: bool) -> Vec<EventType> {
+    let was_open = before >= OPEN_AFTER;
+    let mut events = Vec::new();
+    if was_open && succeeded {
+        events.push(EventType::ConsumerRecovered);
+    }
+    if after >= OPEN_AFTER && (!was_open || succeeded) {
+        events.push(EventType::ConsumerFailing);
+    }
+    events
+}
+
 /// The first wait before a probe once the circuit opened; each failed probe doubles it.
 pub const FIRST_PROBE_AFTER: Duration = Duration::from_secs(5);
 /// The longest wait between two probes.
@@ -112,11 +127,16 @@ pub enum HealthState {
     Healthy,
     /// Its last attempt failed; past `OPEN_AFTER` in a row it gets probes only.
     Failing,
+    /// It failed for its consumer's `disable_after_hours`: no deliveries, not even probes, until a test
+    /// send succeeds.
+    Disabled,
 }
 
 impl HealthState {
-    pub fn of(consecutive_failures: i32) -> Self {
-        if consecutive_failures > 0 {
+    pub fn of(consecutive_failures: i32, disabled: bool) -> Self {
+        if disabled {
+            Self::Disabled
+        } else if consecutive_failures > 0 {
             Self::Failing
         } else {
             Self::Healthy
@@ -127,6 +147,17 @@ impl HealthState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_circuit_fires_failing_once_as_it_opens_and_recovered_as_it_closes() {
+        use EventType::{ConsumerFailing, ConsumerRecovered};
+        assert_eq!(circuit_events(0, OPEN_AFTER - 1, false), vec![]);
+        assert_eq!(circuit_events(OPEN_AFTER - 1, OPEN_AFTER, false), vec![ConsumerFailing]);
+        assert_eq!(circuit_events(OPEN_AFTER, OPEN_AFTER + 3, false), vec![], "still failing: no new event");
+        assert_eq!(circuit_events(OPEN_AFTER + 3, 0, true), vec![ConsumerRecovered]);
+        assert_eq!(circuit_events(OPEN_AFTER - 1, 0, true), vec![], "it never opened");
+        assert_eq!(circuit_events(OPEN_AFTER, OPEN_AFTER, true), vec![ConsumerRecovered, ConsumerFailing]);
+    }
 
     #[test]
     fn the_probe_interval_grows_from_seconds_to_minutes() {

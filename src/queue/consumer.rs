@@ -6,6 +6,8 @@ use super::flow::{FlowLimits, FlowLimitsInput};
 use super::settings::MAX_DELAY_SECONDS;
 use super::{in_range, invalid, Invalid};
 
+/// The longest `disable_after_hours`: 30 days.
+pub const MAX_DISABLE_AFTER_HOURS: i64 = 720;
 /// The server's ceiling for a webhook consumer's batches in flight (`max_concurrency: null`).
 pub const MAX_CONCURRENCY: i64 = 250;
 /// Cloudflare's defaults, for a queue pulled or acked without a consumer and a pull consumer's lease.
@@ -57,6 +59,7 @@ pub struct ConsumerSettingsInput {
     pub retry_backoff: Option<String>,
     pub retry_delay_max: Option<i64>,
     pub flow_control: Option<FlowLimitsInput>,
+    pub disable_after_hours: Option<i64>,
 }
 
 fn explicit_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<i64>>, D::Error> {
@@ -84,6 +87,10 @@ pub struct ConsumerSettings {
     /// when set, as `flow_control`.
     #[serde(rename = "flow_control", skip_serializing_if = "FlowLimits::is_none")]
     pub flow: FlowLimits,
+    /// skiplock's extension, webhook only: a consumer whose endpoint has failed this many hours in a row is
+    /// disabled. Off (and not shown) unless set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disable_after_hours: Option<i64>,
 }
 
 /// How long a retried message waits when the retry names no delay.
@@ -158,6 +165,7 @@ impl ConsumerSettings {
                 max_concurrency: None,
                 retry: RetryPolicy::constant(0),
                 flow: FlowLimits::default(),
+                disable_after_hours: None,
             },
             ConsumerKind::Webhook => Self {
                 batch_size: 10,
@@ -168,6 +176,7 @@ impl ConsumerSettings {
                 max_concurrency: None,
                 retry: RetryPolicy::constant(0),
                 flow: FlowLimits::default(),
+                disable_after_hours: None,
             },
         }
     }
@@ -212,6 +221,9 @@ impl ConsumerSettings {
                 if input.max_wait_time_ms.is_some() {
                     return Err(only_for("max_wait_time_ms", ConsumerKind::Webhook));
                 }
+                if input.disable_after_hours.is_some() {
+                    return Err(only_for("disable_after_hours", ConsumerKind::Webhook));
+                }
                 if matches!(input.max_concurrency, Some(Some(_))) {
                     return Err(only_for("max_concurrency", ConsumerKind::Webhook));
                 }
@@ -229,6 +241,10 @@ impl ConsumerSettings {
                 }
                 if let Some(Some(v)) = input.max_concurrency {
                     s.max_concurrency = Some(in_range(&field("max_concurrency"), v, 1, MAX_CONCURRENCY, "")?);
+                }
+                if let Some(v) = input.disable_after_hours {
+                    let hours = in_range(&field("disable_after_hours"), v, 1, MAX_DISABLE_AFTER_HOURS, " hours")?;
+                    s.disable_after_hours = Some(hours);
                 }
             }
         }

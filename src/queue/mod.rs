@@ -6,6 +6,7 @@ pub mod account;
 pub mod answer;
 pub mod attempt;
 pub mod consumer;
+pub mod event;
 pub mod flow;
 pub mod lease;
 pub mod message;

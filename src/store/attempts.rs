@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgArguments;
 use sqlx::query::QueryAs;
-use sqlx::{PgExecutor, PgPool, Postgres};
+use sqlx::{PgConnection, PgExecutor, PgPool, Postgres};
 use uuid::Uuid;
 
 use crate::ids::{AccountId, ConsumerId, MessageId, QueueId};
@@ -34,6 +34,7 @@ pub struct AttemptRow {
 #[derive(Debug, Clone)]
 pub struct HealthChange {
     pub account: AccountId,
+    pub queue: QueueId,
     pub consumer: ConsumerId,
     /// Failures after the run's last success, or in the whole run when none succeeded.
     pub trailing_failures: i32,
@@ -45,9 +46,56 @@ pub struct HealthChange {
     pub last_failure: Option<AttemptRow>,
 }
 
-/// Writes `attempts` (their `id` is ignored) and the health changes they make, in one statement; attempts
-/// of a consumer deleted meanwhile are dropped.
-pub async fn write(pool: &PgPool, attempts: &[AttemptRow], health: &[HealthChange]) -> Result<(), sqlx::Error> {
+/// An endpoint's consecutive failures before and after a write of its attempts.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct HealthWritten {
+    pub consumer_id: ConsumerId,
+    pub before: i32,
+    pub after: i32,
+    pub failing_since: Option<DateTime<Utc>>,
+}
+
+/// Locks the health rows of `consumers` in key order for the caller's transaction, answering their
+/// consecutive failures: what a write that follows adds to. (A lock taken in the statement that updates
+/// the row would not see it: a row the same statement changed is skipped.)
+async fn lock_health(conn: &mut PgConnection, consumers: &[ConsumerId]) -> Result<Vec<(ConsumerId, i32)>, sqlx::Error> {
+    sqlx::query_as(
+        "select consumer_id, consecutive_failures from webhook_health
+         where consumer_id = any($1) order by consumer_id for update",
+    )
+    .bind(consumers.iter().map(|c| c.0).collect::<Vec<_>>())
+    .fetch_all(conn)
+    .await
+}
+
+/// Writes `attempts` (their `id` is ignored) and the health changes they make in the caller's
+/// transaction; attempts of a consumer deleted meanwhile are dropped. Answers each endpoint's failures in
+/// a row before and after.
+pub async fn write(
+    conn: &mut PgConnection,
+    attempts: &[AttemptRow],
+    health: &[HealthChange],
+) -> Result<Vec<HealthWritten>, sqlx::Error> {
+    let consumers: Vec<ConsumerId> = health.iter().map(|h| h.consumer).collect();
+    let before = lock_health(&mut *conn, &consumers).await?;
+    let written: Vec<(ConsumerId, i32, Option<DateTime<Utc>>)> = write_rows(conn, attempts, health).await?;
+    Ok(written
+        .into_iter()
+        .map(|(consumer_id, after, failing_since)| HealthWritten {
+            consumer_id,
+            before: before.iter().find(|(c, _)| *c == consumer_id).map_or(0, |(_, failures)| *failures),
+            after,
+            failing_since,
+        })
+        .collect())
+}
+
+/// The statement of `write`.
+async fn write_rows(
+    conn: &mut PgConnection,
+    attempts: &[AttemptRow],
+    health: &[HealthChange],
+) -> Result<Vec<(ConsumerId, i32, Option<DateTime<Utc>>)>, sqlx::Error> {
     let col = |f: fn(&AttemptRow) -> Uuid| attempts.iter().map(f).collect::<Vec<_>>();
     // One array of ids per attempt, as text: Postgres has no array of arrays of varying length.
     let ids: Vec<String> = attempts
@@ -57,7 +105,7 @@ pub async fn write(pool: &PgPool, attempts: &[AttemptRow], health: &[HealthChang
     fn fail(h: &HealthChange) -> Option<&AttemptRow> {
         h.last_failure.as_ref()
     }
-    sqlx::query(
+    sqlx::query_as(
         "with attempts as (
              insert into webhook_attempts (account_id, queue_id, consumer_id, attempted_at, node, test, batch_size,
                                            message_ids, outcome, status, latency_ms, response, error)
@@ -68,7 +116,8 @@ pub async fn write(pool: &PgPool, attempts: &[AttemptRow], health: &[HealthChang
                   as a(account_id, queue_id, consumer_id, attempted_at, node, test, batch_size, message_ids,
                        outcome, status, latency_ms, response, error)
              join consumers c on c.id = a.consumer_id and c.account_id = a.account_id
-         )
+         ),
+         written as (
          insert into webhook_health as h (consumer_id, account_id, consecutive_failures, failing_since,
                                           last_success_at, last_failure_at, last_failure_outcome,
                                           last_failure_status, last_failure_error)
@@ -90,7 +139,9 @@ pub async fn write(pool: &PgPool, attempts: &[AttemptRow], health: &[HealthChang
              last_failure_status = case when excluded.last_failure_at is not null then excluded.last_failure_status
                                         else h.last_failure_status end,
              last_failure_error = case when excluded.last_failure_at is not null then excluded.last_failure_error
-                                       else h.last_failure_error end",
+                                       else h.last_failure_error end
+         returning h.consumer_id, h.consecutive_failures, h.failing_since)
+         select consumer_id, consecutive_failures, failing_since from written",
     )
     .bind(col(|a| a.account_id.0))
     .bind(col(|a| a.queue_id.0))
@@ -114,9 +165,8 @@ pub async fn write(pool: &PgPool, attempts: &[AttemptRow], health: &[HealthChang
     .bind(health.iter().map(|h| fail(h).map(|f| f.outcome.clone())).collect::<Vec<_>>())
     .bind(health.iter().map(|h| fail(h).and_then(|f| f.status)).collect::<Vec<_>>())
     .bind(health.iter().map(|h| fail(h).and_then(|f| f.error.clone())).collect::<Vec<_>>())
-    .execute(pool)
+    .fetch_all(conn)
     .await
-    .map(|_| ())
 }
 
 /// What a read of the attempt log keeps.
@@ -189,6 +239,8 @@ pub struct HealthRow {
     pub last_failure_outcome: Option<String>,
     pub last_failure_status: Option<i32>,
     pub last_failure_error: Option<String>,
+    /// Set when the consumer was disabled for failing its `disable_after_hours`.
+    pub disabled_at: Option<DateTime<Utc>>,
 }
 
 /// The health of the account's consumers `consumers` that have had an attempt.
@@ -200,7 +252,7 @@ pub async fn health(
     let ids: Vec<Uuid> = consumers.iter().map(|c| c.0).collect();
     sqlx::query_as(
         "select consumer_id, consecutive_failures, failing_since, last_success_at, last_failure_at,
-                last_failure_outcome, last_failure_status, last_failure_error
+                last_failure_outcome, last_failure_status, last_failure_error, disabled_at
          from webhook_health where account_id = $1 and consumer_id = any($2)",
     )
     .bind(account.0)
@@ -209,21 +261,29 @@ pub async fn health(
     .await
 }
 
-/// Marks the consumer's endpoint healthy at once (a probe or a test send succeeded), so that every node
-/// reading it resumes delivery before this node's log is written.
-pub async fn mark_healthy(db: impl PgExecutor<'_>, queue: OwnedQueue, consumer: ConsumerId) -> Result<(), sqlx::Error> {
-    sqlx::query(
+/// Marks the consumer's endpoint healthy at once (a probe or a test send succeeded; a disabled consumer is
+/// enabled again), so that every node reading it resumes delivery before this node's log is written;
+/// answers its consecutive failures before, or None when the queue has no such consumer.
+pub async fn mark_healthy(
+    conn: &mut PgConnection,
+    queue: OwnedQueue,
+    consumer: ConsumerId,
+) -> Result<Option<i32>, sqlx::Error> {
+    let before = lock_health(&mut *conn, &[consumer]).await?;
+    let marked: Option<ConsumerId> = sqlx::query_scalar(
         "insert into webhook_health (consumer_id, account_id, last_success_at)
          select c.id, c.account_id, now() from consumers c where c.id = $2 and c.account_id = $1 and c.queue_id = $3
          on conflict (consumer_id) do update
-             set consecutive_failures = 0, failing_since = null, last_success_at = excluded.last_success_at",
+             set consecutive_failures = 0, failing_since = null, last_success_at = excluded.last_success_at,
+                 disabled_at = null
+         returning consumer_id",
     )
     .bind(queue.account().0)
     .bind(consumer.0)
     .bind(queue.id().0)
-    .execute(db)
-    .await
-    .map(|_| ())
+    .fetch_optional(conn)
+    .await?;
+    Ok(marked.map(|_| before.first().map_or(0, |(_, failures)| *failures)))
 }
 
 /// Deletes attempts older than `days`, a bounded batch at a time; answers how many went.

@@ -34,6 +34,7 @@ pub struct ConsumerRow {
     pub flow_parallelism: Option<i32>,
     pub flow_rate: Option<i32>,
     pub flow_period: Option<i32>,
+    pub disable_after_hours: Option<i32>,
 }
 
 /// A consumer's retry policy from its columns.
@@ -60,6 +61,7 @@ impl ConsumerRow {
                 rate: self.flow_rate.map(Into::into),
                 period: self.flow_period.map(Into::into),
             },
+            disable_after_hours: self.disable_after_hours.map(Into::into),
         }
     }
 }
@@ -83,8 +85,8 @@ pub async fn create(
     sqlx::query!(
         "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
              retry_delay, max_wait_time_ms, max_concurrency, visibility_timeout_ms, url, signing_secret,
-             retry_backoff, retry_delay_max, flow_parallelism, flow_rate, flow_period)
-         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)",
+             retry_backoff, retry_delay_max, flow_parallelism, flow_rate, flow_period, disable_after_hours)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)",
         id.0,
         queue.account().0,
         queue.id().0,
@@ -103,6 +105,7 @@ pub async fn create(
         s.flow.parallelism.map(|v| v as i32),
         s.flow.rate.map(|v| v as i32),
         s.flow.period.map(|v| v as i32),
+        s.disable_after_hours.map(|v| v as i32),
     )
     .execute(pool)
     .await
@@ -131,7 +134,7 @@ pub async fn list(
                 q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
                 c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
-                c.flow_parallelism, c.flow_rate, c.flow_period
+                c.flow_parallelism, c.flow_rate, c.flow_period, c.disable_after_hours
          from consumers c join queues q on q.id = c.queue_id
          where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"#,
         account.0,
@@ -152,7 +155,7 @@ pub async fn get(
                 q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
                 c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
-                c.flow_parallelism, c.flow_rate, c.flow_period
+                c.flow_parallelism, c.flow_rate, c.flow_period, c.disable_after_hours
          from consumers c join queues q on q.id = c.queue_id
          where c.account_id = $1 and c.queue_id = $2 and c.id = $3"#,
         queue.account().0,
@@ -174,7 +177,7 @@ pub async fn update(
         "update consumers set dead_letter_queue = $4, batch_size = $5, max_retries = $6, retry_delay = $7,
              max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
              url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13,
-             flow_parallelism = $14, flow_rate = $15, flow_period = $16
+             flow_parallelism = $14, flow_rate = $15, flow_period = $16, disable_after_hours = $17
          where account_id = $1 and queue_id = $2 and id = $3",
         queue.account().0,
         queue.id().0,
@@ -192,6 +195,7 @@ pub async fn update(
         s.flow.parallelism.map(|v| v as i32),
         s.flow.rate.map(|v| v as i32),
         s.flow.period.map(|v| v as i32),
+        s.disable_after_hours.map(|v| v as i32),
     )
     .execute(pool)
     .await?;

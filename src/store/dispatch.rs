@@ -75,7 +75,7 @@ macro_rules! webhook_consumer_from {
     };
 }
 
-/// Every webhook consumer of an active account whose queue is not paused.
+/// Every webhook consumer of an active account whose queue is not paused and that is not disabled.
 pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsumer>, sqlx::Error> {
     sqlx::query_as(concat!(
         webhook_consumer!(),
@@ -84,6 +84,7 @@ pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsume
         webhook_consumer_from!(),
         " join accounts a on a.id = c.account_id and a.status = 'active'
          where c.kind = 'webhook' and not q.delivery_paused and c.url is not null and c.signing_secret is not null
+           and h.disabled_at is null
          order by c.id",
     ))
     .fetch_all(pool)

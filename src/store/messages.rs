@@ -39,6 +39,9 @@ pub struct StoredMessage {
 /// rather than joined: a prepared statement's generic plan may join by merging along the whole primary
 /// key from its start, which in a draining queue is where the dead entries of acked messages pile up, or
 /// hash-join against a scan of every message.
+///
+/// The batch moved is one `messages.dead_lettered` event (the count and the first 100 ids) for each
+/// subscription asking for it, recorded in the same commit (`store::events`).
 macro_rules! dead_letter_ctes {
     () => {
         "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
@@ -57,7 +60,20 @@ macro_rules! dead_letter_ctes {
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
             returning m.id, m.gen),
         dropped_bodies as (delete from message_bodies b
-            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped)))"
+            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped))),
+        dead_letter_events as (
+            insert into event_outbox (account_id, subscription_id, destination_queue_id, event, queue_id, queue_name,
+                                      payload)
+            select s.account_id, s.id, s.destination_queue_id, 'messages.dead_lettered', q.id, q.name,
+                   jsonb_build_object('count', n.count, 'messageIds', n.ids, 'deadLetterQueue', d.name)
+            from (select count(*) as count, (array_agg(replace(x.id::text, '-', '') order by x.id))[1:100] as ids
+                  from (select id from dead union all select id from dropped) x) n
+            join queues q on q.id = $1
+            left join queues d on d.id = $2
+            join event_subscriptions s on s.account_id = q.account_id and s.enabled
+                                       and 'messages.dead_lettered' = any(s.events)
+                                       and (s.queue_id is null or s.queue_id = q.id) and s.destination_queue_id <> q.id
+            where n.count > 0)"
     };
 }
 

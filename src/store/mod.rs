@@ -11,6 +11,7 @@ pub mod consumers;
 pub mod counts;
 pub mod deletion;
 pub mod dispatch;
+pub mod events;
 pub mod flow;
 pub mod gauges;
 pub mod generations;

@@ -111,6 +111,16 @@ pub async fn ensure(pool: &PgPool, source: OwnedQueue, name: &QueueName) -> Resu
     .await
 }
 
+/// The account's queue named `name`, if it has one.
+pub async fn named(db: impl PgExecutor<'_>, account: AccountId, name: &str) -> Result<Option<OwnedQueue>, sqlx::Error> {
+    sqlx::query_scalar("select id from queues where account_id = $1 and name = $2")
+        .bind(account.0)
+        .bind(name)
+        .fetch_optional(db)
+        .await
+        .map(|id: Option<uuid::Uuid>| id.map(|id| OwnedQueue::vouched(account, QueueId(id))))
+}
+
 pub async fn count(db: impl PgExecutor<'_>, account: AccountId) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(r#"select count(*) as "count!" from queues where account_id = $1"#, account.0)
         .fetch_one(db)

@@ -108,6 +108,8 @@ pub async fn create(pool: &PgPool, new: NewTask<'_>) -> Result<RedriveTask, Crea
     )
     .fetch_one(&mut *tx)
     .await?;
+    // A task with nothing to move is finished as it is made.
+    super::events::record_redrive_finished(&mut tx, id.0).await?;
     tx.commit().await?;
     Ok(task)
 }
@@ -174,6 +176,7 @@ pub async fn cancel(pool: &PgPool, queue: OwnedQueue, id: RedriveId) -> Result<O
     .await?;
     if cancelled.is_some() {
         sqlx::query!("delete from redrive_messages where task_id = $1", id.0).execute(&mut *tx).await?;
+        super::events::record_redrive_finished(&mut tx, id.0).await?;
     }
     tx.commit().await?;
     match cancelled {
@@ -327,6 +330,9 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
     .await?
     .rows_affected()
         > 0;
+    if finished {
+        super::events::record_redrive_finished(&mut tx, held.id.0).await?;
+    }
     tx.commit().await?;
     // Their consumers (a dispatcher, long-polling pulls) learn of the messages as of a publish's; the
     // moves are committed, so a wake-up lost here only waits for the dispatchers' periodic read.

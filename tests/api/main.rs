@@ -16,6 +16,7 @@ mod delays;
 mod deletion;
 mod dispatch_wakeups;
 mod durability;
+mod events;
 mod extend;
 mod first_run;
 mod flow_control;

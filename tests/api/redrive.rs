@@ -12,13 +12,13 @@ use crate::process::{database_url, free_port, Server};
 use skiplock::auth::Scope;
 
 /// A queue `name` whose pull consumer dead-letters into `dlq` after one delivery; returns its id.
-async fn source_queue(app: &TestApp, name: &str, dlq: &str) -> String {
+pub(crate) async fn source_queue(app: &TestApp, name: &str, dlq: &str) -> String {
     app.pull_queue(name, json!({"dead_letter_queue": dlq, "settings": {"max_retries": 0}})).await
 }
 
 /// Publishes `n` text messages to `queue` and dead-letters all of them by retrying their one delivery;
 /// returns their ids.
-async fn dead_letter(app: &TestApp, queue: &str, n: usize) -> Vec<String> {
+pub(crate) async fn dead_letter(app: &TestApp, queue: &str, n: usize) -> Vec<String> {
     let mut ids = Vec::new();
     for chunk in (0..n).collect::<Vec<_>>().chunks(100) {
         let texts: Vec<String> = chunk.iter().map(|i| format!("m{i}")).collect();

@@ -56,3 +56,12 @@ async fn the_official_python_sdk_walks_every_list_to_its_end(pool: PgPool) {
     let stdout = run_sdk_script(&app, "listings_flow.py", &["--expect", &seeded.expectations()]).await;
     assert!(stdout.contains("listings flow: 7 passed, 0 failed"), "{stdout}");
 }
+
+/// Event subscriptions through the same SDK: subscribe with its own `queues.subscriptions`, and read a
+/// dead-lettered event with its pull from the queue subscribed into (tests/sdk/events_flow.py).
+#[sqlx::test]
+async fn the_official_python_sdk_subscribes_to_events_and_pulls_them(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let stdout = run_sdk_script(&app, "events_flow.py", &[]).await;
+    assert!(stdout.contains("events flow: 5 passed, 0 failed"), "{stdout}");
+}

@@ -133,6 +133,16 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     let schedule = made.body["result"]["schedule_id"].as_str().unwrap().to_owned();
     // A flow key of the victim's with limits of its own.
     app.put(&format!("queues/{victim_q}/flow_keys/vip"), json!({"parallelism": 7})).await.expect_ok();
+    // An event subscription of the victim's, from its queue into its dead-letter queue.
+    let to_dlq = json!({"type": "queues.queue", "queue_id": victim_dlq});
+    let subscribed = app
+        .post(
+            "event_subscriptions/subscriptions",
+            json!({"name": "victim-events", "source": {"type": "queues.queue", "queue_id": victim_q},
+                   "events": ["messages.dead_lettered"], "destination": to_dlq}),
+        )
+        .await;
+    let subscription = subscribed.expect_ok()["id"].as_str().unwrap().to_owned();
 
     let scope_sets: Vec<Vec<Scope>> = (0u8..8)
         .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
@@ -202,6 +212,21 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
                 (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
                 (Method::POST, "event_subscriptions/subscriptions".into(), json!({"name": "s"})),
+                (
+                    Method::POST,
+                    "event_subscriptions/subscriptions".into(),
+                    json!({"name": "s", "source": {"type": "queues.queue", "queue_id": q}, "events": ["consumer.failing"],
+                           "destination": {"type": "queues.queue", "queue_id": victim_dlq}}),
+                ),
+                (
+                    Method::POST,
+                    "event_subscriptions/subscriptions".into(),
+                    json!({"name": "s", "source": {"type": "queues"}, "events": ["consumer.failing"],
+                           "destination": {"type": "queues.queue", "queue_id": victim_dlq}}),
+                ),
+                (Method::GET, format!("event_subscriptions/subscriptions/{subscription}"), json!(null)),
+                (Method::PATCH, format!("event_subscriptions/subscriptions/{subscription}"), json!({"enabled": false})),
+                (Method::DELETE, format!("event_subscriptions/subscriptions/{subscription}"), json!(null)),
                 (Method::GET, "schedules".into(), json!(null)),
                 (
                     Method::POST,
@@ -243,14 +268,17 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 } else if resp.status == 200 {
                     let body = resp.body.to_string();
                     assert!(
-                        !body.contains(&*victim_q) && !body.contains(&*victim_dlq) && !body.contains(&*schedule),
+                        !body.contains(&*victim_q)
+                            && !body.contains(&*victim_dlq)
+                            && !body.contains(&*schedule)
+                            && !body.contains(&*subscription),
                         "{path} showed the victim's queue or schedule"
                     );
                 }
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 57);
+    assert_eq!(tried, 8 * 2 * 62);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -266,6 +294,12 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
     let vip = app.get(&format!("queues/{victim_q}/flow_keys/vip")).await;
     assert_eq!((vip.expect_ok()["parallelism"].as_i64(), vip.result()["paused"].as_bool()), (Some(7), Some(false)));
     assert_eq!(app.get(&format!("queues/{victim_q}/flow_keys")).await.expect_ok().as_array().unwrap().len(), 1);
+    let kept = app.get(&format!("event_subscriptions/subscriptions/{subscription}")).await;
+    assert_eq!(
+        (kept.expect_ok()["enabled"].as_bool(), kept.result()["name"].as_str()),
+        (Some(true), Some("victim-events"))
+    );
+    assert_eq!(app.get("event_subscriptions/subscriptions").await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }
 

@@ -3,7 +3,8 @@
 // Chromium: a webhook consumer pointed at a receiver this test runs, answering 500; a message published
 // through the API, its failed attempts seen in the log (server_error, HTTP 500, the answer's body in the
 // details) and the endpoint's health seen failing, on the queue page and in the queue list; the log filtered
-// by outcome, time range and message id; then the receiver answering 200, a test sent from the consumer
+// by outcome, time range and message id; a disabled endpoint as the page shows it (the server's answers
+// rewritten in the browser: only hours of failing disable one); then the receiver answering 200, a test sent from the consumer
 // card: its success shown there and in the log, marked as a test, and the endpoint healthy again. Each
 // step is checked against the API as well.
 //
@@ -89,6 +90,34 @@ const rowsOf = (page) => logCard(page).getByRole('table', { name: 'Delivery atte
 const emptyOf = (page) => logCard(page).locator('.empty:not([hidden])');
 const cell = (row, label) => row.locator(`td[data-label="${label}"]`);
 const filterOf = (page) => logCard(page).getByRole('search', { name: 'Filter the delivery attempts' });
+/**
+ * Rewrites, in the page's browser, every answer of the API that carries consumer `consumerId`'s health
+ * to show it disabled at `disabledAt` (as the server does after its disable_after_hours of failing,
+ * which an end-to-end test cannot wait for). Returns the function that stops it.
+ */
+async function showDisabled(page, consumerId, disabledAt) {
+  const disable = (value) => {
+    if (Array.isArray(value)) value.forEach(disable);
+    else if (value && typeof value === 'object') {
+      if (value.consumer_id === consumerId && value.health) {
+        Object.assign(value.health, { state: 'disabled', disabled_at: disabledAt, next_probe_at: null });
+      }
+      Object.values(value).forEach(disable);
+    }
+  };
+  const matches = (url) => url.pathname.startsWith('/client/v4/') && /\/queues(\/|$|\?)/.test(url.pathname + url.search);
+  const handler = async (route) => {
+    if (route.request().method() !== 'GET') return route.fallback();
+    const response = await route.fetch();
+    const json = await response.json().catch(() => null);
+    if (!json) return route.fulfill({ response });
+    disable(json.result);
+    return route.fulfill({ response, json });
+  };
+  await page.route(matches, handler);
+  return () => page.unroute(matches, handler);
+}
+
 /** The outcomes of the rows shown, top to bottom. */
 const shownOutcomes = (page) => rowsOf(page).evaluateAll((rows) => rows.map((r) => r.dataset.outcome));
 
@@ -227,6 +256,36 @@ test('webhook attempts: failures logged and filtered, the endpoint failing, a te
       await waitForText(count, `1–${MAX_RETRIES + 1} of ${MAX_RETRIES + 1} attempts`);
       assert.equal(await filter.getByLabel('Outcome', { exact: true }).inputValue(), '');
       assert.equal(await message.inputValue(), '');
+    });
+
+    await step('a disabled endpoint (its answers rewritten in the browser): in the queue list and on the queue page, with when', async () => {
+      const disabledAt = new Date(Date.now() - 60000).toISOString();
+      const stop = await showDisabled(page, consumerId, disabledAt);
+      try {
+        await page.getByRole('link', { name: 'Queues', exact: true }).first().click();
+        await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+        const row = page.locator(`tr[data-queue="${queueName}"]`);
+        const badge = row.locator('td[data-label="Queue"] .badge').filter({ hasText: 'Consumer disabled' });
+        await waitForText(badge, 'Consumer disabled');
+        assert.equal(await badge.getAttribute('class'), 'badge badge-danger');
+        assert.match(await badge.getAttribute('title'), /no deliveries until a test send succeeds/);
+        assert.equal(await row.locator('.badge').filter({ hasText: /Endpoint failing|Circuit open/ }).count(), 0);
+
+        await row.getByRole('link', { name: queueName, exact: true }).click();
+        await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
+        await waitForText(healthOf(page), new RegExp(`^Disabled\\s*${MAX_RETRIES + 1} failed attempts in a row since`));
+        await waitForText(healthOf(page),
+          /Disabled .* for failing too long\. It gets no deliveries, not even probes; a test send that succeeds enables it again\./);
+        assert.equal(await healthOf(page).getAttribute('data-health'), 'disabled');
+        assert.equal(await healthOf(page).locator('.health-head .badge').getAttribute('class'), 'badge badge-danger');
+        assert.equal(await healthOf(page).locator('.health-facts time').first().getAttribute('datetime'), disabledAt);
+        assert.doesNotMatch(await healthOf(page).textContent(), /Next probe/);
+        await shot(page, 'attempts-disabled.png', { fullPage: true });
+      } finally {
+        await stop();
+      }
+      // The server's own answers again: failing, as it is.
+      await waitForText(healthOf(page), /^Failing/);
     });
 
     await step('the receiver answers 200: a test sent from the card succeeds, is logged as a test, and the endpoint is healthy', async () => {

@@ -308,7 +308,9 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
     await step('a consumer: create a webhook, rotate its secret, edit, delete; dead-letter queue', async () => {
       const card = page.getByRole('region', { name: 'Consumer' });
       await card.getByRole('button', { name: 'Add a consumer' }).click();
+      assert.equal(await card.getByLabel('Disable after (hours)').isVisible(), false, 'only for a webhook consumer');
       await card.getByRole('radio', { name: /^Webhook/ }).check();
+      await card.getByLabel('Disable after (hours)').waitFor();
       await card.getByLabel('Webhook URL').fill('https://example.com/skiplock-e2e');
       await card.getByLabel('Dead-letter queue').fill(dlqName);
       await card.getByLabel('Batch size').fill('20');
@@ -332,9 +334,17 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       await card.getByLabel('Max retry delay (seconds)').fill('600');
       // An exponential backoff doubles the retry delay, which must then be 1 s or more.
       await card.getByLabel('Retry delay (seconds)', { exact: true }).fill('30');
+      // Disable after: out of range is caught before anything is sent; 48 hours is saved.
+      const disableAfter = card.getByLabel('Disable after (hours)');
+      await disableAfter.fill('721');
+      await card.getByRole('button', { name: 'Save consumer' }).click();
+      await waitForText(card.getByRole('alert').filter({ hasText: 'Disable after' }), /whole number from 1 to 720/);
+      assert.equal(await disableAfter.getAttribute('aria-invalid'), 'true');
+      await disableAfter.fill('48');
       await card.getByRole('button', { name: 'Save consumer' }).click();
       await waitForText(card.locator('dl'), /Max retries\s*7/);
       await waitForText(card.locator('dl'), /30 s, doubled at each retry up to 10 min/);
+      await waitForText(card.locator('dl'), /Disable after\s*48 hours of failing/);
       // A later edit of another field keeps the backoff (a save replaces every setting).
       await card.getByRole('button', { name: 'Edit' }).click();
       await card.getByLabel('Max retries').fill('8');
@@ -343,6 +353,17 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
       const consumers = await api('GET', `/accounts/${ACCOUNT}/queues/${queueUrl.split('/').pop()}/consumers`);
       const saved = consumers.json.result[0].settings;
       assert.deepEqual([saved.max_retries, saved.retry_delay, saved.retry_backoff, saved.retry_delay_max], [8, 30, 'exponential', 600]);
+      assert.equal(saved.disable_after_hours, 48, JSON.stringify(saved));
+      // Emptied: never disabled, and the setting is sent no more (a save replaces every setting).
+      await card.getByRole('button', { name: 'Edit' }).click();
+      assert.equal(await card.getByLabel('Disable after (hours)').inputValue(), '48');
+      await card.getByLabel('Disable after (hours)').fill('');
+      await card.getByRole('button', { name: 'Save consumer' }).click();
+      await waitForText(card.locator('dl'), /Max retries\s*8/);
+      assert.doesNotMatch(await card.locator('dl').textContent(), /Disable after/);
+      const cleared = (await api('GET', `/accounts/${ACCOUNT}/queues/${queueUrl.split('/').pop()}/consumers`)).json.result[0].settings;
+      assert.equal(cleared.disable_after_hours ?? null, null, JSON.stringify(cleared));
+      assert.equal(cleared.retry_delay_max, 600, 'the other settings kept');
 
       // The dead-letter queue names where its messages come from.
       await page.getByRole('group', { name: 'Dead-letter queue' }).getByRole('link', { name: dlqName }).click();

@@ -260,6 +260,15 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     pauseSchedule: (id) => result('POST', acct(`/schedules/${encodeURIComponent(id)}/pause`)),
     resumeSchedule: (id) => result('POST', acct(`/schedules/${encodeURIComponent(id)}/resume`)),
     deleteSchedule: (id) => result('DELETE', acct(`/schedules/${encodeURIComponent(id)}`)),
+    // event subscriptions (Cloudflare's routes; the sources are skiplock's queues)
+    /** A page of the account's event subscriptions, oldest first: {items, info}. */
+    listEventSubscriptions: (number = 1, perPage = 50) =>
+      page(acct(`/event_subscriptions/subscriptions${query({ page: number, per_page: perPage, order: 'created_at', direction: 'asc' })}`)),
+    /** `body`: {name, enabled, source: {type, queue_id?, backlog_threshold?}, events, destination: {type, queue_id}}. */
+    createEventSubscription: (body) => result('POST', acct('/event_subscriptions/subscriptions'), body),
+    /** Changes the fields `body` names (name, enabled, events, destination); the source cannot change. */
+    updateEventSubscription: (id, body) => result('PATCH', acct(`/event_subscriptions/subscriptions/${encodeURIComponent(id)}`), body),
+    deleteEventSubscription: (id) => result('DELETE', acct(`/event_subscriptions/subscriptions/${encodeURIComponent(id)}`)),
     // tokens
     listTokens: () => all(acct('/tokens')),
     /** `validity` is {} or {expires_on} (RFC 3339). */

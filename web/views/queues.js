@@ -1,14 +1,15 @@
 // The queue list, a page at a time by name: counts by state, oldest message age, dead-letter depth, a
-// webhook endpoint failing or its circuit open; create a queue.
+// webhook endpoint failing, its circuit open or its consumer disabled; create a queue.
 
 import { h, field, notice, num, bytes, age, badge, busy } from '../lib/dom.js';
 import { describe } from '../lib/api.js';
-import { createPager, pageRange } from '../lib/paged-table.js';
+import { createPager, livePages } from '../lib/paged-table.js';
 import { endpointBadge } from './queue/attempt-words.js';
 
 const NAME_RE = /^[a-z0-9-]{1,63}$/;
 /** Queues on a page of the list. */
 export const PER_PAGE = 50;
+const REFRESH_MS = 5000;
 
 /** `page` is the page of the list to show first, from 1 (the address's `?page=`). */
 export function renderQueues(root, ctx, page = 1) {
@@ -74,7 +75,7 @@ export function renderQueues(root, ctx, page = 1) {
     h('p', { class: 'empty-title' }, 'No queues yet'),
     h('p', { class: 'muted' }, 'Create a queue above, then send it a test message from its page.'));
   const loading = h('p', { class: 'muted loading' }, 'Loading queues…');
-  const { prev, next, pager, holdPage, showPage } = createPager({ label: 'Queue pages' });
+  const list = { count, table, tbody, empty, loading, ...createPager({ label: 'Queue pages' }) };
 
   root.append(h('section', { class: 'page' },
     h('div', { class: 'page-head' },
@@ -83,7 +84,7 @@ export function renderQueues(root, ctx, page = 1) {
     h('div', { class: 'card' }, form),
     h('div', { class: 'card card-flush' },
       h('div', { class: 'card-head' }, h('h2', null, 'All queues'), count),
-      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager)));
+      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, list.pager)));
 
   function row(s, q) {
     const paused = q && q.settings && q.settings.delivery_paused;
@@ -112,52 +113,23 @@ export function renderQueues(root, ctx, page = 1) {
       h('td', { 'data-label': 'Dead-letter queue' }, dlq));
   }
 
-  /** Shows page `to` (the address follows, so Back returns to the page before). */
-  function go(to, { replace = false } = {}) {
-    page = to;
-    const hash = page > 1 ? `#/queues?page=${page}` : '#/queues';
-    if (replace) history.replaceState(null, '', hash);
-    else history.pushState(null, '', hash);
-    holdPage();
-    poller.now();
-  }
-  prev.addEventListener('click', () => go(page - 1));
-  next.addEventListener('click', () => go(page + 1));
-
-  const poller = ctx.poll(5000, async () => {
-    const asked = page;
-    let stats;
-    let info;
-    let queues = [];
-    try {
-      ({ items: stats, info } = await api.statsPage(asked, PER_PAGE));
+  livePages({
+    ctx,
+    route: 'queues',
+    page,
+    perPage: PER_PAGE,
+    refreshMs: REFRESH_MS,
+    list,
+    msg: listMsg,
+    updated,
+    read: async (asked, perPage) => {
+      const { items, info } = await api.statsPage(asked, perPage);
       // The page's settings and consumers, for the badges: the queues of this page only.
-      queues = await api.queuesNamed(stats.map((s) => s.queue_name));
-    } catch (err) {
-      if (ctx.signal.aborted) return;
-      loading.hidden = true;
-      updated.textContent = 'Not updating';
-      updated.classList.add('live-stale');
-      if (err.kind === 'network' || err.kind === 'timeout') throw err;
-      listMsg.show(describe(err));
-      return;
-    }
-    if (ctx.signal.aborted || asked !== page) return; // another page was asked for meanwhile
-    if (stats.length === 0 && info.total_pages > 0 && page > info.total_pages) {
-      // Past the end (queues deleted, or an old address): the last page instead.
-      go(info.total_pages, { replace: true });
-      return;
-    }
-    listMsg.clear();
-    loading.hidden = true;
-    const byId = new Map(queues.map((q) => [q.queue_id, q]));
-    tbody.replaceChildren(...stats.map((s) => row(s, byId.get(s.queue_id))));
-    table.hidden = stats.length === 0;
-    empty.hidden = info.total_count !== 0;
-    count.textContent = info.total_count ? `${pageRange(info, stats.length)} ${info.total_count === 1 ? 'queue' : 'queues'}` : '';
-    showPage(info);
-    updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
-    updated.classList.remove('live-stale');
+      const queues = await api.queuesNamed(items.map((s) => s.queue_name));
+      return { items, info, byId: new Map(queues.map((q) => [q.queue_id, q])) };
+    },
+    rows: ({ items, byId }) => items.map((s) => row(s, byId.get(s.queue_id))),
+    noun: ['queue', 'queues'],
   });
 
   name.focus();

@@ -4,9 +4,10 @@
 // refreshed every few seconds: each schedule's queue, cadence, next and last run, runs, state and last
 // error, with pause or resume, and delete.
 
-import { h, field, id, notice, num, badge, busy, duration, confirmDialog } from '../lib/dom.js';
-import { describe } from '../lib/api.js';
-import { createPagedTable, pageRange } from '../lib/paged-table.js';
+import { h, field, id, notice, num, badge, duration } from '../lib/dom.js';
+import { createPagedTable, livePages } from '../lib/paged-table.js';
+import { createQueueNames, createQueueSelect, fillQueueSelect, queueLink } from '../lib/queue-names.js';
+import { invalid, onCreate } from '../lib/create-form.js';
 import { numberInput, readNumber } from './queue/inputs.js';
 
 /** Schedules on a page of the list. */
@@ -60,14 +61,11 @@ export function renderSchedules(root, ctx, page = 1) {
   ctx.setTitle('Schedules');
   const { api } = ctx;
 
-  // The account's queues, id → name (the first 1000, as the API lists them): the form's choices and the
-  // list's queue names. Read at first, and again when a schedule names a queue not known yet.
+  // The account's queues, id → name: the form's choices and the list's queue names.
   let queues = new Map();
-  let queuesRead = null;
-  const missing = new Set(); // queues of schedules that the last read did not list
 
   // ---- create form ----
-  const queueSelect = h('select', { required: true }, h('option', { value: '' }, 'Loading queues…'));
+  const queueSelect = createQueueSelect();
   const radioName = id('cadence');
   const byCron = h('input', { type: 'radio', name: radioName, value: 'cron', checked: true });
   const byInterval = h('input', { type: 'radio', name: radioName, value: 'interval' });
@@ -134,11 +132,6 @@ export function renderSchedules(root, ctx, page = 1) {
   /** The form's schedule, as the API takes it; throws an Error saying what to fix. */
   function chosen() {
     for (const input of allInputs) input.removeAttribute('aria-invalid');
-    const invalid = (input, text) => {
-      input.setAttribute('aria-invalid', 'true');
-      input.focus();
-      return new Error(text);
-    };
     if (!queueSelect.value) throw invalid(queueSelect, queues.size ? 'Choose the queue the schedule publishes to.' : 'Create a queue first: a schedule publishes to one of your queues.');
     const schedule = { queue_id: queueSelect.value };
     if (byCron.checked) {
@@ -171,64 +164,34 @@ export function renderSchedules(root, ctx, page = 1) {
     return schedule;
   }
 
-  form.addEventListener('submit', async (e) => {
-    e.preventDefault();
-    createMsg.clear();
-    let schedule;
-    try {
-      schedule = chosen();
-    } catch (err) {
-      createMsg.show(err.message);
-      return;
-    }
-    try {
-      const made = await busy(createBtn, 'Creating…', () => api.createSchedule(schedule));
-      if (ctx.signal.aborted) return;
+  onCreate(form, {
+    ctx,
+    msg: createMsg,
+    button: createBtn,
+    fields: FIELD_INPUTS,
+    check: chosen,
+    send: (schedule) => api.createSchedule(schedule),
+    created: (made) => {
       const next = made.next_run_at ? ` Its first run is ${when(made.next_run_at)}.` : ' It is paused.';
       createMsg.show(`Schedule created on ${queues.get(made.queue_id) || 'the queue'}.${next}`, 'success');
       ctx.toast('Schedule created.');
-      poller.now();
-    } catch (err) {
-      if (ctx.signal.aborted) return;
-      createMsg.show(describe(err));
-      // The server's 400 starts with the field it refuses: mark it.
-      if (err.kind === 'invalid') {
-        const named = FIELD_INPUTS.find(([name]) => err.message.startsWith(name));
-        if (named) named[1].setAttribute('aria-invalid', 'true');
-      }
-    }
+      live.now();
+    },
   });
 
-  async function readQueues() {
-    const list = await api.listQueues();
-    queues = new Map(list.map((q) => [q.queue_id, q.queue_name]).sort((a, b) => a[1].localeCompare(b[1])));
-    const picked = queueSelect.value;
-    if (queues.size) {
-      queueSelect.replaceChildren(h('option', { value: '' }, 'Choose a queue…'),
-        ...[...queues].map(([queueId, name]) => h('option', { value: queueId }, name)));
-    } else {
-      queueSelect.replaceChildren(h('option', { value: '' }, 'No queues yet'));
-    }
-    queueSelect.value = queues.has(picked) ? picked : '';
-  }
-
-  /** The queues, read once (and again after `refresh`); a failure shows in the form and is tried again later. */
-  function ensureQueues(refresh = false) {
-    if (!queuesRead || refresh) {
-      queuesRead = readQueues().catch((err) => {
-        queuesRead = null;
-        if (!ctx.signal.aborted) createMsg.show(`The queues could not be listed: ${describe(err)}`);
-      });
-    }
-    return queuesRead;
-  }
+  const queueNames = createQueueNames({
+    ctx,
+    onRead: (names) => {
+      queues = names;
+      fillQueueSelect(queueSelect, queues);
+    },
+    onError: (text) => createMsg.show(text),
+  });
 
   // ---- list ----
   const listMsg = notice();
   const updated = h('span', { class: 'live', 'aria-hidden': 'true' });
-  const {
-    count, table, tbody, empty, loading, prev, next, pager, holdPage, showPage,
-  } = createPagedTable({
+  const list = createPagedTable({
     label: 'Schedules',
     columns: ['Queue', 'Cadence', 'Next run', 'Last run', 'Runs', 'State', 'Last error', 'Actions'],
     loadingText: 'Loading schedules…',
@@ -238,11 +201,7 @@ export function renderSchedules(root, ctx, page = 1) {
   });
 
   function queueCell(s) {
-    const name = queues.get(s.queue_id);
-    const label = name
-      ? h('a', { href: `#/queues/${s.queue_id}`, class: 'queue-link' }, name)
-      : h('code', { title: `Queue ID ${s.queue_id}` }, `${s.queue_id.slice(0, 8)}…`);
-    return h('td', { 'data-label': 'Queue', class: 'cell-name' }, label);
+    return h('td', { 'data-label': 'Queue', class: 'cell-name' }, queueLink(s.queue_id, queues.get(s.queue_id)));
   }
 
   function cadenceCell(s) {
@@ -265,35 +224,22 @@ export function renderSchedules(root, ctx, page = 1) {
     const what = `${cadenceText(s)} on ${queueName}`;
     const toggle = h('button', { type: 'button', class: 'btn btn-sm', 'aria-label': `${s.paused ? 'Resume' : 'Pause'} the schedule ${what}` },
       s.paused ? 'Resume' : 'Pause');
-    toggle.addEventListener('click', async () => {
-      listMsg.clear();
-      try {
-        await busy(toggle, s.paused ? 'Resuming…' : 'Pausing…', () => (s.paused ? api.resumeSchedule(s.schedule_id) : api.pauseSchedule(s.schedule_id)));
-        if (ctx.signal.aborted) return;
-        ctx.toast(s.paused ? 'Schedule resumed.' : 'Schedule paused.');
-        poller.now();
-      } catch (err) {
-        if (!ctx.signal.aborted) listMsg.show(describe(err));
-      }
-    });
+    toggle.addEventListener('click', () => live.act(toggle, {
+      label: s.paused ? 'Resuming…' : 'Pausing…',
+      work: () => (s.paused ? api.resumeSchedule(s.schedule_id) : api.pauseSchedule(s.schedule_id)),
+      done: s.paused ? 'Schedule resumed.' : 'Schedule paused.',
+    }));
     const remove = h('button', { type: 'button', class: 'btn btn-danger-outline btn-sm', 'aria-label': `Delete the schedule ${what}` }, 'Delete…');
-    remove.addEventListener('click', async () => {
-      listMsg.clear();
-      const ok = await confirmDialog({
+    remove.addEventListener('click', () => live.act(remove, {
+      label: 'Deleting…',
+      work: () => api.deleteSchedule(s.schedule_id),
+      done: 'Schedule deleted.',
+      confirm: {
         title: 'Delete this schedule?',
         message: `Nothing more is published ${s.cron ? `on ${s.cron} (${s.time_zone})` : `every ${duration(s.interval_seconds)}`} to ${queueName}. The messages it published stay in the queue.`,
         confirmLabel: 'Delete schedule',
-      });
-      if (!ok) return;
-      try {
-        await busy(remove, 'Deleting…', () => api.deleteSchedule(s.schedule_id));
-        if (ctx.signal.aborted) return;
-        ctx.toast('Schedule deleted.');
-        poller.now();
-      } catch (err) {
-        if (!ctx.signal.aborted) listMsg.show(describe(err));
-      }
-    });
+      },
+    }));
     const upcoming = (s.next_runs || []).map(when).join('\n');
     return h('tr', { dataset: { schedule: s.schedule_id } },
       queueCell(s),
@@ -306,57 +252,21 @@ export function renderSchedules(root, ctx, page = 1) {
       h('td', { class: 'actions-col' }, h('div', { class: 'row-actions' }, toggle, remove)));
   }
 
-  /** Shows page `to` (the address follows, so Back returns to the page before). */
-  function go(to, { replace = false } = {}) {
-    page = to;
-    const hash = page > 1 ? `#/schedules?page=${page}` : '#/schedules';
-    if (replace) history.replaceState(null, '', hash);
-    else history.pushState(null, '', hash);
-    holdPage();
-    poller.now();
-  }
-  prev.addEventListener('click', () => go(page - 1));
-  next.addEventListener('click', () => go(page + 1));
-
-  const poller = ctx.poll(REFRESH_MS, async () => {
-    const asked = page;
-    let items;
-    let info;
-    try {
-      await ensureQueues();
-      ({ items, info } = await api.listSchedules(asked, PER_PAGE));
-      // A schedule of a queue made since the queues were read: read them again, for its name (once per
-      // such queue: one past the first 1000 queues stays unnamed).
-      const unknown = items.map((s) => s.queue_id).filter((q) => !queues.has(q) && !missing.has(q));
-      if (unknown.length) {
-        unknown.forEach((q) => missing.add(q));
-        await ensureQueues(true);
-      }
-    } catch (err) {
-      if (ctx.signal.aborted) return;
-      loading.hidden = true;
-      updated.textContent = 'Not updating';
-      updated.classList.add('live-stale');
-      if (err.kind === 'network' || err.kind === 'timeout') throw err;
-      listMsg.show(describe(err));
-      return;
-    }
-    if (ctx.signal.aborted || asked !== page) return; // another page was asked for meanwhile
-    if (items.length === 0 && info.total_pages > 0 && page > info.total_pages) {
-      // Past the end (schedules deleted, or an old address): the last page instead.
-      go(info.total_pages, { replace: true });
-      return;
-    }
-    listMsg.clear();
-    loading.hidden = true;
-    const now = Date.now();
-    tbody.replaceChildren(...items.map((s) => row(s, now)));
-    table.hidden = items.length === 0;
-    empty.hidden = info.total_count !== 0;
-    count.textContent = info.total_count ? `${pageRange(info, items.length)} ${info.total_count === 1 ? 'schedule' : 'schedules'}` : '';
-    showPage(info);
-    updated.textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
-    updated.classList.remove('live-stale');
+  const live = livePages({
+    ctx,
+    route: 'schedules',
+    page,
+    perPage: PER_PAGE,
+    refreshMs: REFRESH_MS,
+    list,
+    msg: listMsg,
+    updated,
+    read: queueNames.naming((asked, perPage) => api.listSchedules(asked, perPage), (s) => [s.queue_id]),
+    rows: ({ items }) => {
+      const now = Date.now();
+      return items.map((s) => row(s, now));
+    },
+    noun: ['schedule', 'schedules'],
   });
 
   root.append(h('section', { class: 'page' },
@@ -367,8 +277,8 @@ export function renderSchedules(root, ctx, page = 1) {
       h('div', { class: 'page-head-side' }, updated)),
     h('div', { class: 'card' }, form),
     h('div', { class: 'card card-flush' },
-      h('div', { class: 'card-head' }, h('h2', null, 'All schedules'), count),
-      listMsg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager)));
+      h('div', { class: 'card-head' }, h('h2', null, 'All schedules'), list.count),
+      listMsg.el, list.loading, h('div', { class: 'table-wrap' }, list.table), list.empty, list.pager)));
 
   return null;
 }

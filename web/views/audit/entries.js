@@ -30,6 +30,9 @@ export const ACTIONS = [
   ['schedule.pause', 'Schedule paused'],
   ['schedule.resume', 'Schedule resumed'],
   ['schedule.delete', 'Schedule deleted'],
+  ['event_subscription.create', 'Event subscription created'],
+  ['event_subscription.update', 'Event subscription changed'],
+  ['event_subscription.delete', 'Event subscription deleted'],
   ['flow_key.update', 'Flow key limits set'],
   ['flow_key.pause', 'Flow key paused'],
   ['flow_key.resume', 'Flow key resumed'],
@@ -49,6 +52,7 @@ const RESOURCES = {
   token: ['Token', 'Tokens'],
   redrive: ['Redrive', 'Redrives'],
   schedule: ['Schedule', 'Schedules'],
+  event_subscription: ['Event subscription', 'Event subscriptions'],
   flow_key: ['Flow key', 'Flow keys'],
   account: ['Account', 'Account'],
 };
@@ -110,7 +114,7 @@ function queueOf(entry, nameFor) {
   return { id: queueId, name: text(values.queue_name) || (nameFor ? text(nameFor(queueId)) : null) };
 }
 
-/** The resource's name as the entry records it (a queue's, a token's, an account's), or null. */
+/** The resource's name as the entry records it (a queue's, a token's, an account's, a subscription's), or null. */
 function resourceName(entry, nameFor) {
   const resource = entry.resource || {};
   const values = valuesOf(entry);
@@ -119,6 +123,7 @@ function resourceName(entry, nameFor) {
       return (queueOf(entry, nameFor) || {}).name || null;
     case 'token':
     case 'account':
+    case 'event_subscription':
       return text(values.name);
     case 'flow_key':
       return text(values.flow_control_key);

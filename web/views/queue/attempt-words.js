@@ -1,5 +1,5 @@
 // Webhook deliveries in words, as the queue page (the consumer card, the delivery attempts) and the queue
-// list say them: an attempt's outcome class, and an endpoint's health ("Failing", "Circuit open").
+// list say them: an attempt's outcome class, and an endpoint's health ("Failing", "Circuit open", "Disabled").
 
 import { h, num, badge } from '../../lib/dom.js';
 
@@ -56,11 +56,13 @@ export function shortId(value) {
 }
 
 /**
- * A webhook consumer's endpoint health in short: {state (healthy, failing or open), label, kind (the
- * badge's)}; null without health (a pull consumer).
+ * A webhook consumer's endpoint health in short: {state (healthy, failing, open or disabled), label, kind
+ * (the badge's)}; null without health (a pull consumer). Disabled comes first: a disabled endpoint's
+ * circuit may be open too, but it gets no probe.
  */
 export function healthOf(health) {
   if (!health) return null;
+  if (health.state === 'disabled') return { state: 'disabled', label: 'Disabled', kind: 'danger' };
   if (health.circuit === 'open') return { state: 'open', label: 'Circuit open', kind: 'danger' };
   if (health.state === 'failing') return { state: 'failing', label: 'Failing', kind: 'warning' };
   return { state: 'healthy', label: 'Healthy', kind: 'success' };
@@ -80,15 +82,23 @@ export function failuresWords(n) {
   return `${num(n)} failed ${n === 1 ? 'attempt' : 'attempts'} in a row`;
 }
 
+/** The queue list's badge text for each state of an endpoint that is not healthy. */
+const LIST_LABELS = { failing: 'Endpoint failing', open: 'Circuit open', disabled: 'Consumer disabled' };
+
 /**
- * The queue list's badge for a consumer whose endpoint is failing ("Endpoint failing") or whose circuit
- * is open ("Circuit open"), with the failures and the last one on hover; null when it is healthy.
+ * The queue list's badge for a consumer whose endpoint is failing ("Endpoint failing"), whose circuit
+ * is open ("Circuit open") or which was disabled for failing too long ("Consumer disabled"), with the
+ * failures and the last one on hover; null when it is healthy.
  */
 export function endpointBadge(health) {
   const state = healthOf(health);
   if (!state || state.state === 'healthy') return null;
-  const el = badge(state.state === 'open' ? 'Circuit open' : 'Endpoint failing', state.kind);
+  const el = badge(LIST_LABELS[state.state], state.kind);
+  el.dataset.health = state.state;
+  const disabled = state.state === 'disabled'
+    ? ' Disabled: no deliveries until a test send succeeds.'
+    : '';
   el.title = `Webhook endpoint: ${failuresWords(health.consecutive_failures)}`
-    + `${health.last_failure ? `, the last ${failureWords(health.last_failure)}` : ''}.`;
+    + `${health.last_failure ? `, the last ${failureWords(health.last_failure)}` : ''}.${disabled}`;
   return el;
 }

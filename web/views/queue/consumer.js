@@ -1,6 +1,7 @@
 // The queue page's consumer card: the queue's one consumer (HTTP pull or webhook) shown, created,
 // edited or deleted, with its limits of flow control per key; a webhook's signing secret shown once
-// after create or rotate, its endpoint's health (health.js) and its test send (test-send.js).
+// after create or rotate, its endpoint's health (health.js) and its test send (test-send.js), and how long
+// its endpoint may fail before it is disabled (disable_after_hours).
 
 import { h, append, field, notice, num, busy, duration, confirmDialog, secretBox } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
@@ -8,6 +9,9 @@ import { numberInput, readNumber } from './inputs.js';
 import { FLOW_MAX, consumerFlowText } from './flow-words.js';
 import { createHealth } from './health.js';
 import { createTestSend } from './test-send.js';
+
+/** The longest disable_after_hours the server takes: 30 days. */
+const DISABLE_AFTER_MAX = 720;
 
 /** The flow control limits a server's 400 names ("settings.flow_control.rate must be …"), or null. */
 function flowFieldOf(message) {
@@ -52,6 +56,7 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
     const visibility = numberInput({ min: '1', max: '43200000', placeholder: '30000', value: settings.visibility_timeout_ms ?? '' });
     const maxWait = numberInput({ min: '0', max: '30000', placeholder: '5000', value: settings.max_wait_time_ms ?? '' });
     const concurrency = numberInput({ min: '1', max: '1000', placeholder: 'server maximum', value: settings.max_concurrency ?? '' });
+    const disableAfter = numberInput({ min: '1', max: String(DISABLE_AFTER_MAX), placeholder: 'never', value: settings.disable_after_hours ?? '' });
     const flow = settings.flow_control || {};
     const flowInputs = {
       parallelism: numberInput({ min: '1', max: String(FLOW_MAX.parallelism), placeholder: 'no limit', value: flow.parallelism ?? '' }),
@@ -72,6 +77,9 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
     const fVisibility = field('Visibility timeout (ms)', visibility, { hint: 'Default lease for pulls. Default 30,000.' });
     const fMaxWait = field('Max wait time (ms)', maxWait, { hint: '0 to 30,000. Default 5,000.' });
     const fConcurrency = field('Max concurrency', concurrency, { hint: 'Batches in flight at once. Empty: the server maximum.' });
+    const fDisableAfter = field('Disable after (hours)', disableAfter, {
+      hint: `1 to ${num(DISABLE_AFTER_MAX)}: an endpoint failing this long is disabled until a test send succeeds. Empty: never.`,
+    });
     const fRetryDelayMax = field('Max retry delay (seconds)', retryDelayMax, { hint: '1 to 86,400: where the doubling stops. Default 86,400.' });
     const batchHint = h('span');
     const fBatch = field('Batch size', batch, { hint: batchHint });
@@ -83,6 +91,7 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
       fUrl.hidden = !hook;
       fMaxWait.hidden = !hook;
       fConcurrency.hidden = !hook;
+      fDisableAfter.hidden = !hook;
       fVisibility.hidden = hook;
       fRetryDelayMax.hidden = backoff.value !== 'exponential';
       batch.placeholder = hook ? '10' : '5';
@@ -102,7 +111,7 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
         field('Retry delay (seconds)', retryDelay, { hint: '0 to 86,400. Default 0.' }),
         field('Retry backoff', backoff, { hint: 'How the delay grows from one retry to the next. Exponential needs a retry delay of 1 s or more.' }),
         fRetryDelayMax,
-        fVisibility, fMaxWait, fConcurrency),
+        fVisibility, fMaxWait, fConcurrency, fDisableAfter),
       flowSet,
       h('div', { class: 'form-actions' }, submit, cancel));
     cancel.addEventListener('click', () => render());
@@ -142,6 +151,7 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
         if (type === 'webhook') {
           put('max_wait_time_ms', maxWait, 'Max wait time', 0, 30000);
           put('max_concurrency', concurrency, 'Max concurrency', 1, 1000000);
+          put('disable_after_hours', disableAfter, 'Disable after', 1, DISABLE_AFTER_MAX);
         } else {
           put('visibility_timeout_ms', visibility, 'Visibility timeout', 1, 43200000);
         }
@@ -211,6 +221,9 @@ export function createConsumer({ api, ctx, queueId, refresh, polling, onChange =
       c.type === 'http_pull' ? ['Visibility timeout', `${num(s.visibility_timeout_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max wait time', `${num(s.max_wait_time_ms)} ms`] : null,
       c.type === 'webhook' ? ['Max concurrency', s.max_concurrency == null ? 'server maximum' : num(s.max_concurrency)] : null,
+      c.type === 'webhook' && s.disable_after_hours != null
+        ? ['Disable after', `${num(s.disable_after_hours)} ${s.disable_after_hours === 1 ? 'hour' : 'hours'} of failing`]
+        : null,
       ['Flow control', consumerFlowText(s.flow_control) || h('span', { class: 'muted' }, 'no limits per key')],
       ['Consumer ID', h('code', null, c.consumer_id)],
     ].filter(Boolean);

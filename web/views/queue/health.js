@@ -1,6 +1,7 @@
-// The consumer card's endpoint health, for a webhook consumer: a badge (Healthy, Failing or Circuit open)
-// with its failures in a row, its last success, its last failure (outcome, status, error) and, while its
-// circuit is open, when the next probe batch goes.
+// The consumer card's endpoint health, for a webhook consumer: a badge (Healthy, Failing, Circuit open or
+// Disabled) with its failures in a row, its last success, its last failure (outcome, status, error), while
+// its circuit is open when the next probe batch goes, and once it is disabled (for failing its
+// disable_after_hours) since when, and that a test send that succeeds enables it again.
 
 import { h, badge } from '../../lib/dom.js';
 import { whenEl } from '../../lib/times.js';
@@ -10,11 +11,15 @@ import { healthOf, failureWords, failuresWords } from './attempt-words.js';
 const OPEN_AFTER = 5;
 
 /** A consumer new here has had no attempt: healthy. */
-const NONE = { state: 'healthy', consecutive_failures: 0, circuit: 'closed', last_success_at: null, last_failure: null };
+const NONE = { state: 'healthy', consecutive_failures: 0, circuit: 'closed', last_success_at: null, last_failure: null, disabled_at: null };
 
 /** The facts under the badge, one a line. */
 function facts(health, state) {
   const lines = [];
+  if (state.state === 'disabled') {
+    lines.push([health.disabled_at ? ['Disabled ', whenEl(health.disabled_at), ' for failing too long. '] : 'Disabled for failing too long. ',
+      'It gets no deliveries, not even probes; a test send that succeeds enables it again.']);
+  }
   lines.push(health.last_success_at
     ? ['Last success ', whenEl(health.last_success_at)]
     : (health.last_failure ? 'No success yet.' : 'No delivery attempted yet.'));

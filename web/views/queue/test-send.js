@@ -17,7 +17,7 @@ function answerOf(a) {
     words || a.error ? h('p', { class: 'small' }, [words, a.error ? `${words ? ': ' : ''}${a.error}` : null]) : null,
     answerBody(a),
     h('p', { class: 'muted small' }, 'The receiver\'s answer is not applied: the sample, {"skiplock":"test send"}, is no message of '
-      + 'the queue. A success closes an open circuit; a failed test does not count against the endpoint\'s health.'),
+      + 'the queue. A success closes an open circuit and enables a disabled consumer; a failed test does not count against the endpoint\'s health.'),
   ];
 }
 
