@@ -228,13 +228,12 @@ pub async fn update(
 ) -> ApiResult<HttpResponse> {
     let account = at.account_id();
     let body = body.0;
-    let before = state.subscription(account, id.0).await?.ok_or_else(not_found)?;
     let destination = match body.destination {
         Some(d) => Some(destination(&state, account, d).await?),
         None => None,
     };
     let change = SubscriptionChange { name: body.name, enabled: body.enabled, events: body.events, destination };
-    let after = state.update_subscription(account, id.0, change).await?.ok_or_else(not_found)?;
+    let (before, after) = state.update_subscription(account, id.0, change).await?.ok_or_else(not_found)?;
     let view = SubscriptionView::from(&after);
     let change = Change::new("event_subscription", id.0, "event_subscription.update")
         .from(SubscriptionView::from(&before))

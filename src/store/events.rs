@@ -150,6 +150,14 @@ pub async fn all(pool: &PgPool, account: AccountId) -> Result<Vec<Subscription>,
     Ok(rows.into_iter().map(subscription).collect())
 }
 
+/// How many subscriptions the account has.
+pub async fn count(pool: &PgPool, account: AccountId) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select count(*) from event_subscriptions where account_id = $1")
+        .bind(account.0)
+        .fetch_one(pool)
+        .await
+}
+
 /// Deletes the account's subscription (its events not yet published with it), answering it as it was.
 pub async fn delete(
     pool: &PgPool,
@@ -301,6 +309,11 @@ pub struct PendingEvent {
     pub queue_name: String,
     pub payload: Value,
     pub occurred_at: DateTime<Utc>,
+}
+
+/// Whether any recorded event waits to be published.
+pub async fn any_pending(pool: &PgPool) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("select exists (select 1 from event_outbox)").fetch_one(pool).await
 }
 
 /// Takes up to `limit` recorded events, oldest first, that no other node is taking, deleting them in the
