@@ -56,6 +56,8 @@ typed_id!(MessageId, "message id");
 typed_id!(RedriveId, "redrive id");
 typed_id!(ScheduleId, "schedule id");
 typed_id!(SubscriptionId, "subscription id");
+typed_id!(TopicId, "topic id");
+typed_id!(BindingId, "binding id");
 
 #[derive(Debug, thiserror::Error)]
 #[error("malformed {0}: expected 32 lowercase hexadecimal characters")]

@@ -1,7 +1,7 @@
 // skiplock dashboard: session, routing and the page shell. Views live in views/*.js.
 // The API token is kept in sessionStorage only (this tab, until it closes or the user signs out);
 // it never goes into a URL, a cookie or the console.
-// A session is an account's (an `skl_` token: queues, schedules, events and tokens, on the public address) or the
+// A session is an account's (an `skl_` token: queues, schedules, events, topics and tokens, on the public address) or the
 // operator's (an `sko_` token: the accounts and their plans, on the operator address); each mode has
 // its own pages.
 
@@ -13,6 +13,8 @@ import { renderQueue, forgetHistory } from './views/queue.js';
 import { renderTokens } from './views/tokens.js';
 import { renderSchedules } from './views/schedules.js';
 import { renderEvents } from './views/events.js';
+import { renderTopics } from './views/topics.js';
+import { renderTopic } from './views/topic.js';
 import { renderAudit, auditQuery } from './views/audit.js';
 import { renderAccounts, renderAccount, ACCOUNT_STATUSES } from './views/operator.js';
 import { renderPlans, renderPlan } from './views/operator/plans.js';
@@ -289,6 +291,12 @@ function route() {
     } else if ((m = /^#\/events(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash))) {
       setNav('events');
       cleanup = renderEvents(main, ctx, m[1] ? Number(m[1]) : 1);
+    } else if ((m = /^#\/topics(?:\?page=([1-9][0-9]{0,8}))?$/.exec(hash))) {
+      setNav('topics');
+      cleanup = renderTopics(main, ctx, m[1] ? Number(m[1]) : 1);
+    } else if ((m = /^#\/topics\/([0-9a-f]{32})$/.exec(hash))) {
+      setNav('topics');
+      cleanup = renderTopic(main, ctx, m[1]);
     } else if (hash === '#/tokens') {
       setNav('tokens');
       cleanup = renderTokens(main, ctx);

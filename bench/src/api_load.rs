@@ -72,14 +72,56 @@ impl Api {
         seconds: f64,
         rate: Option<f64>,
     ) -> anyhow::Result<(u64, f64)> {
-        let request = self.publish_request(queue, batch, body);
+        let every = rate.map(|rate| Duration::from_secs_f64(clients as f64 * batch as f64 / rate));
+        self.send_for(&[(self.publish_request(queue, batch, body), batch as u64)], clients, seconds, every).await
+    }
+
+    /// W8's batch side: `clients` connections each publishing batches of `batch` to the `queues` in
+    /// turn, for `seconds`; returns the messages stored and the seconds taken.
+    pub async fn publish_in_turn(
+        &self,
+        queues: &[String],
+        (clients, batch): (usize, usize),
+        body: &str,
+        seconds: f64,
+    ) -> anyhow::Result<(u64, f64)> {
+        let requests: Vec<(Request, u64)> =
+            queues.iter().map(|q| (self.publish_request(q, batch, body), batch as u64)).collect();
+        self.send_for(&requests, clients, seconds, None).await
+    }
+
+    /// W8's topic side: `clients` connections each publishing batches of `batch` to the topic, whose
+    /// key reaches `reached` queues, for `seconds`; returns the messages stored (a copy in each queue
+    /// counting one) and the seconds taken.
+    pub async fn publish_to_topic(
+        &self,
+        topic: &str,
+        (clients, batch, reached): (usize, usize, usize),
+        body: &str,
+        seconds: f64,
+    ) -> anyhow::Result<(u64, f64)> {
+        let messages = vec![json!({"body": body, "content_type": "text"}); batch];
+        let body = json!({"routing_key": "orders.eu.created", "messages": messages}).to_string();
+        let path = format!("/client/v4/accounts/{}/topics/{topic}/messages", self.account);
+        let request = Request::post(&self.host, &path, &self.token, body.as_bytes());
+        self.send_for(&[(request, (batch * reached) as u64)], clients, seconds, None).await
+    }
+
+    /// `clients` connections sending the `requests` in turn, each counting the messages it stores, for
+    /// `seconds`, at most one a connection every `every` when given.
+    async fn send_for(
+        &self,
+        requests: &[(Request, u64)],
+        clients: usize,
+        seconds: f64,
+        every: Option<Duration>,
+    ) -> anyhow::Result<(u64, f64)> {
         let done = Arc::new(AtomicU64::new(0));
         let started = Instant::now();
         let until = started + Duration::from_secs_f64(seconds);
-        let every = rate.map(|rate| Duration::from_secs_f64(clients as f64 * batch as f64 / rate));
         let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..clients {
-            let (host, request, done) = (self.host.clone(), request.clone(), done.clone());
+        for client in 0..clients {
+            let (host, requests, done) = (self.host.clone(), requests.to_vec(), done.clone());
             let mut pace = every.map(|every| {
                 let mut pace = tokio::time::interval(every);
                 pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -87,15 +129,18 @@ impl Api {
             });
             tasks.spawn(async move {
                 let mut connection = Connection::open(&host).await?;
+                // Clients start at different requests, so that the queues are published to evenly.
+                let mut turn = requests.iter().cycle().skip(client % requests.len());
                 while Instant::now() < until {
                     if let Some(pace) = pace.as_mut() {
                         pace.tick().await;
                     }
-                    let answer = connection.send(&request).await?;
+                    let (request, messages) = turn.next().expect("a cycle never ends");
+                    let answer = connection.send(request).await?;
                     if answer.status != 200 {
                         bail!("publish: {} {}", answer.status, String::from_utf8_lossy(&answer.body));
                     }
-                    done.fetch_add(batch as u64, Ordering::Relaxed);
+                    done.fetch_add(*messages, Ordering::Relaxed);
                 }
                 Ok(())
             });

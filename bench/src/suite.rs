@@ -5,7 +5,8 @@
 //!   W2o the same drain of messages over 1,000 ordering keys, and ordered delivery's fairness (skiplock);
 //!   W5 the steady publish/pull/ack cycle over time, and W2 behind a large backlog;
 //!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module);
-//!   W7 publish -> long-poll receive latency at 1,000 messages/s, 16 pullers waiting (`long_poll`).
+//!   W7 publish -> long-poll receive latency at 1,000 messages/s, 16 pullers waiting (`long_poll`);
+//!   W8 a topic publish reaching four queues beside batch publishes to each of them (skiplock).
 //! Runs alternate between systems and repeat; tables show medians. Besides messages/s, each run records
 //! WAL bytes and the CPU each party spent per message, which is what bounds throughput when they share
 //! a small machine. Results: Markdown on stdout, JSON under `bench/results/`.
@@ -29,7 +30,7 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w2o, w2f, fairness, w3, w4, w5, w7), comma-separated; w1k
+    /// Run only these workloads (w1, w1k, w2, w2b, w2o, w2f, fairness, w3, w4, w5, w7, w8), comma-separated; w1k
     /// also runs W1d and a W1 of skiplock beside it; w2o and w2f a W2 of skiplock beside each of their
     /// rounds, w2o also the fairness figure; w2 (or w2b) runs both W2 and W2b, a round of W2b after each round of W2 (so that
     /// `--only w2` can drive a skiplock without ordering keys).
@@ -459,6 +460,68 @@ impl Bench {
         ])
     }
 
+    /// W8t beside W8b: four queues fed the same messages, by a topic publish that reaches all four
+    /// (each request storing 100 messages in each queue, in one commit) and by batch publishes of 100
+    /// to each queue in turn; figures per message stored, a copy in each queue counting one.
+    async fn topic_publishing(&self, plan: &Plan) -> anyhow::Result<[Row; 2]> {
+        let mut queues = Vec::new();
+        for i in 0..FANNED_QUEUES {
+            queues.push(self.skiplock_queue(&format!("fanned-{i}")).await?);
+        }
+        let topic = self.skiplock_topic("orders", &queues).await?;
+        let (api, body) = (&self.api, &self.body);
+        // Unmeasured, as W1k's: a cold service's first round runs slower than the rest.
+        api.publish_to_topic(&topic, (4, 100, FANNED_QUEUES), body, WARM_UP_SECONDS).await?;
+        let (mut batched, mut topical) = (vec![], vec![]);
+        for _ in 0..plan.publish_rounds {
+            self.empty_skiplock().await?;
+            let batches =
+                self.measure(System::Skiplock, api.publish_in_turn(&queues, (4, 100), body, plan.seconds)).await?;
+            self.empty_skiplock().await?;
+            let fanned = (4, 100, FANNED_QUEUES);
+            let topic =
+                self.measure(System::Skiplock, api.publish_to_topic(&topic, fanned, body, plan.seconds)).await?;
+            eprintln!(
+                "  W8b: {:.0} msg/s; W8t: {:.0} msg/s ({:.2}x)",
+                batches.rate(),
+                topic.rate(),
+                topic.rate() / batches.rate()
+            );
+            batched.push(batches);
+            topical.push(topic);
+        }
+        self.empty_skiplock().await?;
+        Ok([
+            Row {
+                workload: "W8b batch publish to four queues in turn, batches of 100, 4 clients (skiplock only)",
+                runs: vec![(System::Skiplock, batched)],
+            },
+            Row {
+                workload: "W8t topic publish reaching four queues, batches of 100, 4 clients (copies stored)",
+                runs: vec![(System::Skiplock, topical)],
+            },
+        ])
+    }
+
+    /// A topic of skiplock's binding each of `queues` by `#`; returns its id.
+    async fn skiplock_topic(&self, name: &str, queues: &[String]) -> anyhow::Result<String> {
+        let client = reqwest::Client::new();
+        let base = format!("http://{}/client/v4/accounts/{}/topics", self.api.host, self.api.account);
+        let made: Value =
+            client.post(&base).bearer_auth(&self.api.token).json(&json!({"name": name})).send().await?.json().await?;
+        let id = made["result"]["id"].as_str().context("a topic id")?.to_owned();
+        for queue in queues {
+            client
+                .post(format!("{base}/{id}/bindings"))
+                .bearer_auth(&self.api.token)
+                .json(&json!({"queue_id": queue, "pattern": "#"}))
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+        Ok(id)
+    }
+
     /// Empties every system's queue, so the next workload starts from the same place for all.
     async fn empty_queues(&self) -> anyhow::Result<()> {
         self.empty_skiplock().await?;
@@ -710,6 +773,9 @@ impl Backlogged {
 /// W2o's and W2f's keys: message i of their preload carries key i % this.
 const DRAIN_KEYS: u64 = 1_000;
 
+/// The queues W8's publishes feed.
+const FANNED_QUEUES: usize = 4;
+
 /// How long W1k's W1 publishes, unmeasured, before its first round: at W1's rate, about a gigabyte of
 /// WAL, PostgreSQL's default `max_wal_size`.
 const WARM_UP_SECONDS: f64 = 10.0;
@@ -786,6 +852,9 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     }
     if wanted("w3") {
         rows.push(bench.publishing("W3 single publish, 64 clients", 64, 1, &plan, &queues).await?);
+    }
+    if wanted("w8") && bench.present(System::Skiplock) {
+        rows.extend(bench.topic_publishing(&plan).await?);
     }
     let peak_rss_mib = bench.peak_rss_mib();
     let mut empty_pulls = Vec::new();

@@ -18,7 +18,8 @@ use crate::engine::limits::Rate;
 use crate::engine::Engine;
 use crate::error::{ApiError, Kind};
 use crate::ids::{
-    AccountId, ConsumerId, MalformedId, MessageId, QueueId, RedriveId, ScheduleId, SubscriptionId, TokenId,
+    AccountId, BindingId, ConsumerId, MalformedId, MessageId, QueueId, RedriveId, ScheduleId, SubscriptionId, TokenId,
+    TopicId,
 };
 use crate::store::owned::OwnedQueue;
 use crate::telemetry::RequestId;
@@ -243,6 +244,14 @@ impl PathSegment for ScheduleId {
 
 impl PathSegment for SubscriptionId {
     const SEGMENT: &'static str = "subscription_id";
+}
+
+impl PathSegment for TopicId {
+    const SEGMENT: &'static str = "topic_id";
+}
+
+impl PathSegment for BindingId {
+    const SEGMENT: &'static str = "binding_id";
 }
 
 impl PathSegment for AccountId {

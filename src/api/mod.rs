@@ -20,6 +20,7 @@ pub mod schedules;
 pub mod stats;
 pub mod subscriptions;
 pub mod tokens;
+pub mod topics;
 pub mod views;
 
 use actix_web::{web, HttpResponse};
@@ -108,6 +109,12 @@ fn account_routes(cfg: &mut web::ServiceConfig) {
             get => subscriptions::list, post => subscriptions::create))
         .service(resource!("/event_subscriptions/subscriptions/{subscription_id}";
             get => subscriptions::get, patch => subscriptions::update, delete => subscriptions::delete))
+        .service(resource!("/topics"; get => topics::list, post => topics::create))
+        .service(resource!("/topics/{topic_id}"; get => topics::get, delete => topics::delete))
+        .service(resource!("/topics/{topic_id}/bindings"; get => topics::bindings, post => topics::bind))
+        .service(resource!("/topics/{topic_id}/bindings/{binding_id}"; delete => topics::unbind))
+        .service(resource!("/topics/{topic_id}/messages"; post => topics::publish))
+        .service(resource!("/topics/{topic_id}/route"; post => topics::route))
         .service(web::scope("/queues/{queue_id}").configure(queue_routes))
         .default_service(web::to(no_such_endpoint));
 }

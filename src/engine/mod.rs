@@ -34,6 +34,7 @@ pub mod shares;
 pub mod slots;
 pub mod standing;
 pub mod sweep;
+pub mod topics;
 pub mod wakeups;
 
 use std::sync::Arc;

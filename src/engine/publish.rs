@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::limits::{Limits, Rate};
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
+use crate::ids::AccountId;
 use crate::queue::message::NewMessage;
 use crate::store::owned::OwnedQueue;
 use crate::store::queues::Backlog;
@@ -26,25 +27,8 @@ pub struct PublishOutcome {
 impl Engine {
     /// Stores the messages durably (the answer comes after the commit) or refuses them all.
     pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> ApiResult<PublishOutcome> {
-        let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
-        let limits = self.limits_of(queue.account());
-        let held_back = self.hold_to_publish_rate(queue, &limits, count).await?;
-        // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
-        let max = limits.max_backlog_bytes_per_queue;
-        let backlog = self.backlog.get(&self.pool, queue.id()).await?;
-        if backlog.bytes + bytes as i64 > max {
-            let message = format!(
-                "the queue is full: its backlog holds {} of its {max} bytes; publish again once consumers catch up",
-                backlog.bytes
-            );
-            return Err(ApiError::new(Kind::QueueFull, message).after(10));
-        }
-        let duplicates = self.publisher.publish(queue, messages).await?.ok_or_else(ApiError::queue_not_found)?;
-        self.activity.published(queue.id(), count - duplicates);
-        // Which messages were duplicates is not known here; the cached backlog refreshes by itself.
-        if duplicates == 0 {
-            self.backlog.added(queue.id(), count, bytes, chrono::Utc::now());
-        }
+        let (stored, held_back) = self.store_in(vec![queue], messages).await?;
+        let duplicates = stored.into_iter().next().flatten().ok_or_else(ApiError::queue_not_found)?;
         // The messages are committed; metrics are best effort and must not turn a stored publish into an error.
         let backlog = match self.backlog.get(&self.pool, queue.id()).await {
             Ok(backlog) => Some(backlog),
@@ -56,12 +40,50 @@ impl Engine {
         Ok(PublishOutcome { duplicates, backlog, held_back })
     }
 
-    /// Holds a publish back until this node's share of its account's publish rate allows its `count` messages,
+    /// Stores each message once in every queue of `targets` (one account's, none twice), in one commit,
+    /// or refuses them all: held to the account's publish rate for every copy, and refused when a target's
+    /// backlog quota has no room. Answers, per target, its duplicates (None: the queue is gone), and how
+    /// long the publish was held back.
+    pub(super) async fn store_in(
+        &self,
+        targets: Vec<OwnedQueue>,
+        messages: Vec<NewMessage>,
+    ) -> ApiResult<(Vec<Option<usize>>, Duration)> {
+        let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
+        let account = targets[0].account();
+        let limits = self.limits_of(account);
+        let held_back = self.hold_to_publish_rate(account, &limits, count * targets.len()).await?;
+        // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.
+        let max = limits.max_backlog_bytes_per_queue;
+        for queue in &targets {
+            let backlog = self.backlog.get(&self.pool, queue.id()).await?;
+            if backlog.bytes + bytes as i64 > max {
+                let message = format!(
+                    "the queue is full: its backlog holds {} of its {max} bytes; publish again once consumers catch up",
+                    backlog.bytes
+                );
+                return Err(ApiError::new(Kind::QueueFull, message).after(10));
+            }
+        }
+        let stored = self.publisher.publish(targets.clone(), messages).await?;
+        let now = chrono::Utc::now();
+        for (queue, duplicates) in targets.iter().zip(&stored) {
+            let Some(duplicates) = *duplicates else { continue };
+            self.activity.published(queue.id(), count - duplicates);
+            // Which messages were duplicates is not known here; the cached backlog refreshes by itself.
+            if duplicates == 0 {
+                self.backlog.added(queue.id(), count, bytes, now);
+            }
+        }
+        Ok((stored, held_back))
+    }
+
+    /// Holds a publish back until this node's share of the account's publish rate allows its `count` messages,
     /// answering how long it waited, or refuses it (429, nothing stored) when that would take longer than
     /// `MAX_RATE_WAIT`.
-    async fn hold_to_publish_rate(&self, queue: OwnedQueue, limits: &Limits, count: usize) -> ApiResult<Duration> {
+    async fn hold_to_publish_rate(&self, account: AccountId, limits: &Limits, count: usize) -> ApiResult<Duration> {
         let held_back = &self.metrics.publishes_held_back;
-        match self.publish_rate.take_many(queue.account(), Rate::messages(limits), count as u32, MAX_RATE_WAIT) {
+        match self.publish_rate.take_many(account, Rate::messages(limits), count as u32, MAX_RATE_WAIT) {
             Ok(wait) if wait.is_zero() => Ok(wait),
             Ok(wait) => {
                 held_back.with_label_values(&["delayed"]).inc();

@@ -54,10 +54,18 @@ const CONCURRENT_STATEMENT_MESSAGES: usize = 100;
 /// Statements beyond `MAX_STATEMENTS` for the publishes of accounts that have none in flight.
 const EXPRESS_STATEMENTS: usize = 1;
 
+/// One publish: its messages, each stored once in every target queue (a topic's publish has several),
+/// all in the same statement and commit.
 struct Job {
-    queue: OwnedQueue,
+    targets: Vec<OwnedQueue>,
     messages: Vec<NewMessage>,
-    done: oneshot::Sender<Result<Option<usize>, Arc<sqlx::Error>>>,
+    done: oneshot::Sender<Result<Vec<Option<usize>>, Arc<sqlx::Error>>>,
+}
+
+impl Job {
+    fn account(&self) -> AccountId {
+        self.targets[0].account()
+    }
 }
 
 #[derive(Clone)]
@@ -84,11 +92,17 @@ impl Publisher {
         Publisher { jobs }
     }
 
-    /// Stores the messages durably and answers how many were duplicates of keys the queue already
-    /// held (not stored). Ok(None): the account has no such queue.
-    pub async fn publish(&self, queue: OwnedQueue, messages: Vec<NewMessage>) -> Result<Option<usize>, PublishError> {
+    /// Stores the messages durably in each of `targets` (queues of one account, none twice), in one
+    /// commit, and answers for each how many were duplicates of keys that queue already held (not
+    /// stored), or None when the account has no such queue (deleted meanwhile, or never was).
+    pub async fn publish(
+        &self,
+        targets: Vec<OwnedQueue>,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Option<usize>>, PublishError> {
+        assert!(!targets.is_empty(), "a publish stores into at least one queue");
         let (done, answer) = oneshot::channel();
-        self.jobs.send(Job { queue, messages, done }).await.map_err(|_| PublishError::Stopped)?;
+        self.jobs.send(Job { targets, messages, done }).await.map_err(|_| PublishError::Stopped)?;
         Ok(answer.await.map_err(|_| PublishError::Stopped)??)
     }
 }
@@ -103,8 +117,8 @@ struct Batch {
 
 impl Batch {
     fn push(&mut self, job: Job) {
-        self.messages += job.messages.len();
-        self.bytes += job.messages.iter().map(|m| m.body.len()).sum::<usize>();
+        self.messages += job.messages.len() * job.targets.len();
+        self.bytes += job.messages.iter().map(|m| m.body.len()).sum::<usize>() * job.targets.len();
         self.jobs.push(job);
     }
 
@@ -135,7 +149,7 @@ impl Batch {
     }
 
     fn accounts(&self) -> impl Iterator<Item = AccountId> + '_ {
-        self.jobs.iter().map(|j| j.queue.account())
+        self.jobs.iter().map(Job::account)
     }
 }
 
@@ -189,7 +203,8 @@ async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>)
             // statements; large ones start statements of their own anyway.
             if let Ok(permit) = express.clone().try_acquire_owned() {
                 let quiet = batch.split_off(|job| {
-                    job.messages.len() < CONCURRENT_STATEMENT_MESSAGES && !in_flight.has(job.queue.account())
+                    job.messages.len() * job.targets.len() < CONCURRENT_STATEMENT_MESSAGES
+                        && !in_flight.has(job.account())
                 });
                 if quiet.jobs.is_empty() {
                     drop(permit);
@@ -271,9 +286,12 @@ impl Connections {
 
 /// Stores a batch with one statement and answers each of its publishes.
 async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
-    let publishes: Vec<Publish<'_>> =
-        batch.jobs.iter().map(|j| Publish { queue: j.queue, messages: &j.messages }).collect();
-    let taken = wakes.here.take_offers(batch.jobs.iter().map(|j| j.queue.id()));
+    let publishes: Vec<Publish<'_>> = batch
+        .jobs
+        .iter()
+        .flat_map(|j| j.targets.iter().map(|&queue| Publish { queue, messages: &j.messages }))
+        .collect();
+    let taken = wakes.here.take_offers(publishes.iter().map(|p| p.queue.id()));
     let offers: Vec<LeaseOffer> = taken.iter().map(|t| t.terms).collect();
     let outcome = connections.publish(&publishes, &offers).await.map_err(Arc::new);
     drop(publishes);
@@ -296,13 +314,19 @@ async fn store(connections: &Connections, batch: Batch, wakes: &Wakes) {
             t.slots.put_back(batch.slot);
         }
     }
-    for (index, job) in batch.jobs.into_iter().enumerate() {
+    // The duplicates are counted per publish to one queue, in the order the jobs' targets were given.
+    let mut index = 0;
+    for job in batch.jobs {
         let answer = match &outcome {
-            Ok(published) => Ok(published
-                .stored
+            Ok(published) => Ok(job
+                .targets
                 .iter()
-                .any(|s| s.queue == job.queue.id())
-                .then(|| published.duplicates.get(index).copied().unwrap_or(0))),
+                .map(|target| {
+                    index += 1;
+                    let stored = published.stored.iter().any(|s| s.queue == target.id());
+                    stored.then(|| published.duplicates.get(index - 1).copied().unwrap_or(0))
+                })
+                .collect()),
             Err(err) => Err(err.clone()),
         };
         let _ = job.done.send(answer);
@@ -378,7 +402,7 @@ mod tests {
 
     fn job(account: AccountId) -> Job {
         let (done, _) = oneshot::channel();
-        Job { queue: OwnedQueue::for_tests(account, QueueId::new()), messages: Vec::new(), done }
+        Job { targets: vec![OwnedQueue::for_tests(account, QueueId::new())], messages: Vec::new(), done }
     }
 
     #[test]
@@ -406,7 +430,7 @@ mod tests {
         for account in [busy, quiet, busy, quiet] {
             batch.push(job(account));
         }
-        let taken = batch.split_off(|job| job.queue.account() == quiet);
+        let taken = batch.split_off(|job| job.account() == quiet);
         assert!(taken.accounts().all(|a| a == quiet) && taken.jobs.len() == 2);
         assert!(batch.accounts().all(|a| a == busy) && batch.jobs.len() == 2);
     }

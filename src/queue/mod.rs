@@ -13,6 +13,7 @@ pub mod message;
 pub mod plan;
 pub mod schedule;
 pub mod settings;
+pub mod topic;
 
 /// A rule broken by the caller's input, with a message that says what to fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -129,6 +129,7 @@ pub async fn finish(pool: &PgPool, account: AccountId, settled_seconds: f64) -> 
     .await?;
     if done == Some(true) {
         super::tokens::delete_all(&mut *tx, account).await?;
+        super::topics::delete_all(&mut *tx, account).await?;
         sqlx::query!(
             "update accounts set plan = 'default', limit_overrides = '{}' where id = $1 and plan <> 'default'",
             account.0

@@ -30,6 +30,7 @@ pub mod sealing;
 pub mod shares;
 pub mod stats;
 pub mod tokens;
+pub mod topics;
 pub mod types;
 
 use sqlx::PgPool;

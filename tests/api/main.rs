@@ -49,5 +49,6 @@ mod sealing;
 mod statements;
 mod stats;
 mod tenancy;
+mod topics;
 mod webhook_loop;
 mod webhooks;

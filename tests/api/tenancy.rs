@@ -143,6 +143,12 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
         )
         .await;
     let subscription = subscribed.expect_ok()["id"].as_str().unwrap().to_owned();
+    // A topic of the victim's, bound to its queue.
+    let topic =
+        app.post("topics", json!({"name": "victim-topic"})).await.expect_ok()["id"].as_str().unwrap().to_owned();
+    let bound =
+        app.post(&format!("topics/{topic}/bindings"), json!({"queue_id": victim_q, "pattern": "orders.#"})).await;
+    let binding = bound.expect_ok()["id"].as_str().unwrap().to_owned();
 
     let scope_sets: Vec<Vec<Scope>> = (0u8..8)
         .map(|bits| Scope::ALL.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, s)| *s).collect())
@@ -246,6 +252,19 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::POST, format!("queues/{q}/flow_keys/vip/pause"), json!({})),
                 (Method::POST, format!("queues/{q}/flow_keys/vip/resume"), json!({})),
                 (Method::POST, format!("queues/{q}/messages"), json!({"body": 1, "flow_control_key": "vip"})),
+                (Method::GET, "topics".into(), json!(null)),
+                (Method::POST, "topics".into(), json!({"name": "intruder"})),
+                (Method::GET, format!("topics/{topic}"), json!(null)),
+                (Method::DELETE, format!("topics/{topic}"), json!(null)),
+                (Method::POST, format!("topics/{topic}/bindings"), json!({"queue_id": q, "pattern": "#"})),
+                (Method::GET, format!("topics/{topic}/bindings"), json!(null)),
+                (Method::DELETE, format!("topics/{topic}/bindings/{binding}"), json!(null)),
+                (
+                    Method::POST,
+                    format!("topics/{topic}/messages"),
+                    json!({"routing_key": "orders.new", "messages": [{"body": 1}]}),
+                ),
+                (Method::POST, format!("topics/{topic}/route"), json!({"routing_key": "orders.new"})),
             ];
             for (method, path, body) in cases {
                 let body = (!body.is_null()).then(|| body.to_string().into_bytes());
@@ -262,6 +281,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                             | "audit_logs"
                             | "event_subscriptions/subscriptions"
                             | "schedules"
+                            | "topics"
                     );
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
@@ -271,14 +291,15 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                         !body.contains(&*victim_q)
                             && !body.contains(&*victim_dlq)
                             && !body.contains(&*schedule)
-                            && !body.contains(&*subscription),
+                            && !body.contains(&*subscription)
+                            && !body.contains(&*topic),
                         "{path} showed the victim's queue or schedule"
                     );
                 }
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 62);
+    assert_eq!(tried, 8 * 2 * 71);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -300,6 +321,9 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
         (Some(true), Some("victim-events"))
     );
     assert_eq!(app.get("event_subscriptions/subscriptions").await.expect_ok().as_array().unwrap().len(), 1);
+    let kept = app.get(&format!("topics/{topic}")).await;
+    assert_eq!(kept.expect_ok()["bindings"][0]["id"], binding.as_str());
+    assert_eq!(app.get("topics").await.expect_ok().as_array().unwrap().len(), 1);
     assert_eq!(app.ack(&victim_q, &[&lease_id], json!([])).await["ackCount"], 1);
 }
 

@@ -24,6 +24,19 @@ They keep the run meaningful without changing what the server is asked to accept
   stored schedule can tell: its zone becomes UTC then. An `idempotency_key` template must contain
   `{tick}`, which the schema states in words only (Schemathesis cannot generate from a pattern with braces):
   a well-shaped generated template without it gets it in place of its last six characters.
+- A topic's binding (`POST /topics/{topic_id}/bindings`) names one of the account's queues: a well-formed
+  generated `queue_id` that no response has shown is changed to a queue the hooks keep for the purpose
+  (`schemathesis-topics`, made as the schedules' one is), so that bindings are made, not only 404s.
+  Outside the stateful phase (where links give topics the run made), every other call of the operations
+  on one topic (`GET /topics/{topic_id}`, its bindings' create and list, a publish and a dry run) whose
+  well-formed `topic_id` no response has shown goes to a topic the hooks keep (`schemathesis-topics`,
+  made once and again if the run deleted it, binding that queue by the pattern `#`); the other calls keep
+  the generated id, a 404. Publishes and dry runs then reach a queue, and bindings fill a topic up to its
+  quota (a 403 after that, which valid data may get). An attribute name of a binding's `filter` or of a
+  publish's or dry run's `attributes` must be 1-64 letters, digits, `_`, `-` and `.`: a rule on an
+  object's keys that OpenAPI 3.0 cannot state. A generated name that breaks it is changed to a good one,
+  distinct from the object's other names (so the count of attributes, which the schema limits, stays);
+  the values are left as generated.
 - A generated flow key in the path (`.../flow_keys/{flow_key}`) that holds `%` and two hex digits is left
   out: Schemathesis percent-decodes a path parameter before it encodes it, so such a key (`a%20b`, a valid
   one) would reach the server as another (`a b`, refused with 400; or, from an over-long key, a valid
@@ -81,15 +94,34 @@ GOOD_CRONS = ["*/15 * * * *", "0 3 * * *", "30 2 * * 1-5", "@hourly", "@daily", 
 GOOD_ZONES = ["Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Sydney", "Asia/Kolkata"]
 KNOWN_ZONES = set(GOOD_ZONES) | {"UTC", "Europe/London", "America/Los_Angeles"}
 
-_schedule_queue_id: str | None = None
+# The queues the hooks keep (by name: the schedules' and the topics'), and the topic they keep.
+_kept_queue_ids: dict[str, str] = {}
+_kept_topic_id: str | None = None
+TOPIC_NAME = "schemathesis-topics"
+# Topics seen in responses: a generated topic_id among them is left as it is.
+TOPIC_IDS: set[str] = set()
+# Counts the steered calls outside the stateful phase, to alternate between their two targets.
+_TURNS: dict[str, int] = {}
+
+# An attribute name of a topic binding's filter or a publish's attributes (src/queue/topic.rs).
+ATTRIBUTE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+GOOD_ATTRIBUTE_NAMES = ["region", "tier", "source", "kind", "env"]
 
 
 def _remember(value):
     if isinstance(value, dict):
         if isinstance(value.get("queue_id"), str) and isinstance(value.get("queue_name"), str):
             QUEUE_NAMES[value["queue_id"]] = value["queue_name"]
-        for item in value.get("consumers") or []:
-            _remember(item)
+        # A topic (it counts its bindings), or a binding (it names its topic).
+        if isinstance(value.get("id"), str) and "binding_count" in value:
+            TOPIC_IDS.add(value["id"])
+        if isinstance(value.get("topic_id"), str):
+            TOPIC_IDS.add(value["topic_id"])
+        for field in ("consumers", "bindings", "reached"):
+            items = value.get(field)
+            if isinstance(items, list):
+                for item in items:
+                    _remember(item)
     elif isinstance(value, list):
         for item in value:
             _remember(item)
@@ -110,28 +142,71 @@ def _account_api(base_url: str) -> str:
     return f"{base_url}/client/v4/accounts/{ACCOUNT_ID}"
 
 
-def _schedule_queue(base_url: str) -> str | None:
-    """The queue the run's schedules publish to: made once, and again if the run deleted it."""
-    global _schedule_queue_id
+def _kept_queue(base_url: str, name: str) -> str | None:
+    """A queue the hooks keep, by name: made once, and again if the run deleted it."""
     headers = {"Authorization": f"Bearer {_TOKEN}"}
     api = _account_api(base_url)
-    if _schedule_queue_id:
-        if requests.get(f"{api}/queues/{_schedule_queue_id}", headers=headers, timeout=10).status_code == 200:
-            return _schedule_queue_id
-        _schedule_queue_id = None
-    name = "schemathesis-schedules"
+    kept = _kept_queue_ids.get(name)
+    if kept:
+        if requests.get(f"{api}/queues/{kept}", headers=headers, timeout=10).status_code == 200:
+            return kept
+        del _kept_queue_ids[name]
     made = requests.post(f"{api}/queues", headers=headers, json={"queue_name": name}, timeout=10)
     if made.status_code == 200:
-        _schedule_queue_id = made.json()["result"]["queue_id"]
-        return _schedule_queue_id
+        _kept_queue_ids[name] = made.json()["result"]["queue_id"]
+        return _kept_queue_ids[name]
     # Taken by an earlier make, or the account at its queue quota: that queue, or any queue of the account.
     for query in (f"?name={name}", "?per_page=1"):
         listed = requests.get(f"{api}/queues{query}", headers=headers, timeout=10)
         found = listed.json().get("result") if listed.status_code == 200 else None
         if found:
-            _schedule_queue_id = found[0]["queue_id"]
-            return _schedule_queue_id
+            _kept_queue_ids[name] = found[0]["queue_id"]
+            return _kept_queue_ids[name]
     return None
+
+
+def _schedule_queue(base_url: str) -> str | None:
+    """The queue the run's schedules publish to."""
+    return _kept_queue(base_url, "schemathesis-schedules")
+
+
+def _kept_topic(base_url: str) -> str | None:
+    """The topic the hooks keep, binding their topics' queue by `#` (every routing key): made once, and
+    again (or its binding) if the run deleted it."""
+    global _kept_topic_id
+    headers = {"Authorization": f"Bearer {_TOKEN}"}
+    api = _account_api(base_url)
+    queue = _kept_queue(base_url, TOPIC_NAME)
+    topic = None
+    if _kept_topic_id:
+        answer = requests.get(f"{api}/topics/{_kept_topic_id}", headers=headers, timeout=10)
+        topic = answer.json()["result"] if answer.status_code == 200 else None
+    if topic is None:
+        made = requests.post(f"{api}/topics", headers=headers, json={"name": TOPIC_NAME}, timeout=10)
+        if made.status_code == 200:
+            topic = dict(made.json()["result"], bindings=[])
+        else:
+            # Taken by an earlier make, or the account at its topic quota: that topic, or any of the account's.
+            listed = requests.get(f"{api}/topics?per_page=100", headers=headers, timeout=10)
+            found = listed.json().get("result") if listed.status_code == 200 else None
+            if not found:
+                return None
+            named = [t for t in found if t.get("name") == TOPIC_NAME] or found
+            answer = requests.get(f"{api}/topics/{named[0]['id']}", headers=headers, timeout=10)
+            if answer.status_code != 200:
+                return None
+            topic = answer.json()["result"]
+    _kept_topic_id = topic["id"]
+    bound = any(b.get("queue_id") == queue and b.get("pattern") == "#" for b in topic.get("bindings") or [])
+    if queue and not bound:
+        # At the topic's quota of bindings this is a 403, and the topic is used as it is.
+        requests.post(
+            f"{api}/topics/{_kept_topic_id}/bindings",
+            headers=headers,
+            json={"queue_id": queue, "pattern": "#"},
+            timeout=10,
+        )
+    return _kept_topic_id
 
 
 def _good(value: str, choices: list[str]) -> str:
@@ -168,6 +243,77 @@ def _steer_schedule(body: dict, base_url: str, schedule_id: str | None) -> None:
     )
     if answer.status_code == 200 and answer.json()["result"].get("interval_seconds") is not None:
         body["time_zone"] = "UTC"
+
+
+def _stateful(case) -> bool:
+    """Whether the case belongs to the stateful phase, where checks look at the calls before it. A case
+    whose phase cannot be told counts as stateful, the cautious choice."""
+    phase = getattr(getattr(case.meta, "phase", None), "name", None)
+    return phase is None or str(getattr(phase, "value", phase)) == "stateful"
+
+
+def _alternate(case, what: str) -> bool:
+    """True every other time outside the stateful phase (the first time included), False in it."""
+    if _stateful(case):
+        return False
+    _TURNS[what] = _TURNS.get(what, 0) + 1
+    return _TURNS[what] % 2 == 1
+
+
+def _good_attribute_names(attributes):
+    """`attributes` (a filter or a publish's attributes) with each name that breaks the rule changed to a good
+    one that the object does not have yet; anything but an object is left for the server to refuse."""
+    if not isinstance(attributes, dict):
+        return attributes
+    good = {name: value for name, value in attributes.items() if ATTRIBUTE_NAME.fullmatch(name)}
+    for name, value in attributes.items():
+        if ATTRIBUTE_NAME.fullmatch(name):
+            continue
+        base = candidate = _good(name, GOOD_ATTRIBUTE_NAMES)
+        n = 2
+        while candidate in good:
+            candidate, n = f"{base}-{n}", n + 1
+        good[candidate] = value
+    return good
+
+
+# The operations on one topic whose generated topic_id may go to the kept topic (method, path's end).
+_TOPIC_STEERED = {
+    ("get", "/topics/{topic_id}"),
+    ("post", "/topics/{topic_id}/bindings"),
+    ("get", "/topics/{topic_id}/bindings"),
+    ("post", "/topics/{topic_id}/messages"),
+    ("post", "/topics/{topic_id}/route"),
+}
+
+
+def _steer_topic(case, method: str, path: str) -> None:
+    """Steers the topic operations' generated ids and attribute names (see the docstring)."""
+    if "/topics/{topic_id}" not in path:
+        return
+    base_url = case.operation.schema.get_base_url()
+    params = case.path_parameters or {}
+    topic = params.get("topic_id")
+    end = path[path.index("/topics/{topic_id}") :]
+    if (
+        (method, end) in _TOPIC_STEERED
+        and isinstance(topic, str)
+        and ID_SHAPE.match(topic)
+        and topic not in TOPIC_IDS
+        and _alternate(case, f"{method} {end}")
+    ):
+        params["topic_id"] = _kept_topic(base_url) or topic
+    if not isinstance(case.body, dict):
+        return
+    if method == "post" and end == "/topics/{topic_id}/bindings":
+        queue = case.body.get("queue_id")
+        if isinstance(queue, str) and ID_SHAPE.match(queue) and queue not in QUEUE_NAMES:
+            case.body["queue_id"] = _kept_queue(base_url, TOPIC_NAME) or queue
+        if "filter" in case.body:
+            case.body["filter"] = _good_attribute_names(case.body["filter"])
+    if method == "post" and end in ("/topics/{topic_id}/messages", "/topics/{topic_id}/route"):
+        if "attributes" in case.body:
+            case.body["attributes"] = _good_attribute_names(case.body["attributes"])
 
 
 # `%` and two hex digits: what Schemathesis would decode in a path parameter before encoding it.
@@ -208,6 +354,7 @@ def before_call(context, case, kwargs):
         if schedule_id is not None and not (isinstance(schedule_id, str) and ID_SHAPE.match(schedule_id)):
             schedule_id = None
         _steer_schedule(case.body, case.operation.schema.get_base_url(), schedule_id)
+    _steer_topic(case, method, path)
     wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
     if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
         case.body["wait_time_ms"] = min(wait, 200)

@@ -187,6 +187,7 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
   }
   const acct = (p) => `/accounts/${accountId}${p}`;
   const q = (queueId, p = '') => acct(`/queues/${encodeURIComponent(queueId)}${p}`);
+  const topic = (topicId, p = '') => acct(`/topics/${encodeURIComponent(topicId)}${p}`);
   const result = async (method, path, body) => (await call(method, path, body)).result;
   const names = (list) => list.map((n) => `name=${encodeURIComponent(n)}`).join('&');
   const { page, all } = pager(call);
@@ -269,6 +270,21 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     /** Changes the fields `body` names (name, enabled, events, destination); the source cannot change. */
     updateEventSubscription: (id, body) => result('PATCH', acct(`/event_subscriptions/subscriptions/${encodeURIComponent(id)}`), body),
     deleteEventSubscription: (id) => result('DELETE', acct(`/event_subscriptions/subscriptions/${encodeURIComponent(id)}`)),
+    // topics (skiplock extension)
+    /** A page of the account's topics, by name: {items, info}. */
+    listTopics: (number = 1, perPage = 50) => page(acct(`/topics?page=${number}&per_page=${perPage}`)),
+    /** One topic, with its `bindings`. */
+    getTopic: (id) => result('GET', topic(id)),
+    createTopic: (name) => result('POST', acct('/topics'), { name }),
+    /** Deletes the topic and its bindings; the messages it stored stay in their queues. */
+    deleteTopic: (id) => result('DELETE', topic(id)),
+    /** `body`: {queue_id, pattern, filter?} (filter: attribute name → the values it may take). */
+    createBinding: (id, body) => result('POST', topic(id, '/bindings'), body),
+    deleteBinding: (id, bid) => result('DELETE', topic(id, `/bindings/${encodeURIComponent(bid)}`)),
+    /** Where `body` ({routing_key, attributes?}) would go, storing nothing: {routing_key, queues, reached: [{queue_id, queue_name}]}. */
+    routeTopic: (id, body) => result('POST', topic(id, '/route'), body),
+    /** `body`: {routing_key, attributes?, messages: [{body, content_type, ...}]}; resolves as routeTopic, once stored. */
+    publishToTopic: (id, body) => result('POST', topic(id, '/messages'), body),
     // tokens
     listTokens: () => all(acct('/tokens')),
     /** `validity` is {} or {expires_on} (RFC 3339). */

@@ -13,11 +13,11 @@ export function invalid(input, text) {
 
 /**
  * Creates on `form`'s submit. `check()` returns what to send, or throws an Error saying what to fix;
- * `send(value)` sends it while `button` says so; `created(made, value)` runs after the server made it.
+ * `send(value)` sends it while `button` says `busyLabel`; `created(made, value)` runs with the server's answer.
  * A failure shows in `msg`; `fields` are [field name, input] pairs, a 400's message starting with the
  * name marks the input (the longer names first); `refused(err)` runs after a failure.
  */
-export function onCreate(form, { ctx, msg, button, fields, check, send, created, refused = () => {} }) {
+export function onCreate(form, { ctx, msg, button, fields, check, send, created, refused = () => {}, busyLabel = 'Creating…' }) {
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
     msg.clear();
@@ -29,7 +29,7 @@ export function onCreate(form, { ctx, msg, button, fields, check, send, created,
       return;
     }
     try {
-      const made = await busy(button, 'Creating…', () => send(value));
+      const made = await busy(button, busyLabel, () => send(value));
       if (ctx.signal.aborted) return;
       created(made, value);
     } catch (err) {

@@ -65,7 +65,7 @@ export function createPagedTable({
  * {items, info}, with whatever else `rows(got)` needs to make the table's rows; `noun` is
  * [one, many] for the count.
  *
- * Returns {now, act}: `now()` reads the page again at once; `act` runs a row's action (see below).
+ * Returns {now, act}: `now()` reads the page again at once; `act` runs a row's action (see rowAction).
  */
 export function livePages({ ctx, route, page, perPage, refreshMs, list, msg, updated, read, rows, noun }) {
   const { count, table, tbody, empty, loading, prev, next, holdPage, showPage } = list;
@@ -114,22 +114,25 @@ export function livePages({ ctx, route, page, perPage, refreshMs, list, msg, upd
     updated.classList.remove('live-stale');
   });
 
-  /**
-   * A row's action: `work()` while `button` says `label`, then `done` as a toast and the page read again;
-   * a failure shows in `msg`. With `confirm` (confirmDialog's options), asked first.
-   */
-  async function act(button, { label, work, done, confirm = null }) {
+  return { now: () => poller.now(), act: rowAction({ ctx, msg, refresh: () => poller.now() }) };
+}
+
+/**
+ * A row's action, as `act(button, {label, work, done, confirm})`: `work()` while `button` says `label`,
+ * then `done` as a toast and `refresh()`; a failure shows in `msg`. With `confirm` (confirmDialog's
+ * options), asked first.
+ */
+export function rowAction({ ctx, msg, refresh }) {
+  return async (button, { label, work, done, confirm = null }) => {
     msg.clear();
     if (confirm && !(await confirmDialog(confirm))) return;
     try {
       await busy(button, label, work);
       if (ctx.signal.aborted) return;
       ctx.toast(done);
-      poller.now();
+      refresh();
     } catch (err) {
       if (!ctx.signal.aborted) msg.show(describe(err));
     }
-  }
-
-  return { now: () => poller.now(), act };
+  };
 }

@@ -6,7 +6,8 @@ import { describe } from '../lib/api.js';
 import { createPager, livePages } from '../lib/paged-table.js';
 import { endpointBadge } from './queue/attempt-words.js';
 
-const NAME_RE = /^[a-z0-9-]{1,63}$/;
+/** A queue's name (a topic's too): 1 to 63 lowercase letters, digits and hyphens. */
+export const NAME_RE = /^[a-z0-9-]{1,63}$/;
 /** Queues on a page of the list. */
 export const PER_PAGE = 50;
 const REFRESH_MS = 5000;

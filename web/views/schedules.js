@@ -8,6 +8,7 @@ import { h, field, id, notice, num, badge, duration } from '../lib/dom.js';
 import { createPagedTable, livePages } from '../lib/paged-table.js';
 import { createQueueNames, createQueueSelect, fillQueueSelect, queueLink } from '../lib/queue-names.js';
 import { invalid, onCreate } from '../lib/create-form.js';
+import { contentTypeSelect, readBody } from '../lib/message-body.js';
 import { numberInput, readNumber } from './queue/inputs.js';
 
 /** Schedules on a page of the list. */
@@ -85,11 +86,11 @@ export function renderSchedules(root, ctx, page = 1) {
   const interval = numberInput({ min: '1', max: String(MAX_INTERVAL), placeholder: '3600' });
   const intervalFields = h('div', { class: 'form-grid', hidden: true },
     field('Interval (seconds)', interval, { hint: `1 to ${num(MAX_INTERVAL)} (366 days).` }));
-  const contentType = h('select', null,
-    h('option', { value: 'json' }, 'JSON'),
-    h('option', { value: 'text' }, 'Text'),
-    h('option', { value: 'bytes' }, 'Bytes (base64)'));
-  const body = h('textarea', { rows: '3', spellcheck: 'false', class: 'mono', placeholder: '{"report": "daily"}' });
+  const body = h('textarea', { rows: '3', spellcheck: 'false', class: 'mono' });
+  const contentType = contentTypeSelect(body, {
+    order: ['json', 'text', 'bytes'],
+    placeholders: { json: '{"report": "daily"}', text: 'Time to send the daily report', bytes: 'aGVsbG8=' },
+  });
   const delay = numberInput({ min: '0', max: '86400', placeholder: 'queue default' });
   const keyTemplate = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'schedule:{schedule_id}:{tick}' });
   const startPaused = h('input', { type: 'checkbox' });
@@ -118,9 +119,6 @@ export function renderSchedules(root, ctx, page = 1) {
   };
   byCron.addEventListener('change', showCadence);
   byInterval.addEventListener('change', showCadence);
-  contentType.addEventListener('change', () => {
-    body.placeholder = { json: '{"report": "daily"}', text: 'Time to send the daily report', bytes: 'aGVsbG8=' }[contentType.value];
-  });
 
   /** The inputs the server's 400 names, by the field its message starts with. */
   const FIELD_INPUTS = [
@@ -144,16 +142,11 @@ export function renderSchedules(root, ctx, page = 1) {
       schedule.interval_seconds = readNumber(interval, 'The interval', 1, MAX_INTERVAL, { optional: false });
     }
     const type = contentType.value;
-    let payload = body.value;
-    if (type === 'json') {
-      try {
-        payload = JSON.parse(body.value);
-      } catch (err) {
-        throw invalid(body, `The body is not valid JSON: ${err.message}`);
-      }
-    } else if (type === 'bytes') {
-      payload = body.value.replace(/\s+/g, '');
-      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(payload) || payload.length % 4 !== 0) throw invalid(body, 'For bytes, the body must be base64 (A-Z, a-z, 0-9, +, /, = padding).');
+    let payload;
+    try {
+      payload = readBody(type, body.value);
+    } catch (err) {
+      throw invalid(body, err.message);
     }
     schedule.message = { body: payload, content_type: type };
     const seconds = readNumber(delay, 'The delay', 0, 86400);

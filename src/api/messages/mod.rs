@@ -10,5 +10,5 @@ mod view;
 pub use ack::ack;
 pub use extend::extend;
 pub use inspect::{peek, purge, RefItem};
-pub use publish::{publish, publish_batch};
+pub use publish::{prepare_batch, publish, publish_batch, say_held_back, PublishMessage};
 pub use pull::pull;

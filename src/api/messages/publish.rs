@@ -13,7 +13,7 @@ use crate::api::extract::{AuthedQueue, QueuesWrite};
 use crate::api::views::BacklogMetrics;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
-use crate::queue::message::{self, check_batch, check_delay, Field, PublishInput, Sizes};
+use crate::queue::message::{self, check_batch, check_delay, Field, NewMessage, PublishInput, Sizes};
 use crate::store::owned::OwnedQueue;
 
 type Data = web::Data<Engine>;
@@ -50,14 +50,27 @@ pub async fn publish(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBo
     let sizes = engine.limits_of(at.queue.account()).sizes();
     let body = body.within(publish_request_bytes(sizes.batch)).await?;
     let message: PublishMessage = decode(&body.0)?;
-    store_batch(&engine, (at.queue, sizes), &body.0, &[(Field::Message, &message)], None).await
+    let prepared = prepare(&[(Field::Message, &message)], None, &body.0, sizes)?;
+    store_batch(&engine, at.queue, prepared).await
 }
 
 pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: PublishBody) -> ApiResult<HttpResponse> {
     let sizes = engine.limits_of(at.queue.account()).sizes();
     let body = body.within(publish_request_bytes(sizes.batch)).await?;
     let batch: PublishBatch = decode(&body.0)?;
-    let messages = batch.messages.as_deref().ok_or_else(|| ApiError::invalid("messages is required"))?;
+    let prepared = prepare_batch(batch.messages.as_deref(), batch.delay_seconds, &body.0, sizes)?;
+    store_batch(&engine, at.queue, prepared).await
+}
+
+/// A batch's messages (1 to `MAX_BATCH_MESSAGES`) turned into stored ones by the rules of
+/// `queue::message` and the sizes of the account's plan; a 400 names the first field to fix.
+pub fn prepare_batch(
+    messages: Option<&[PublishMessage<'_>]>,
+    batch_delay: Option<i64>,
+    request: &Bytes,
+    sizes: Sizes,
+) -> ApiResult<Vec<NewMessage>> {
+    let messages = messages.ok_or_else(|| ApiError::invalid("messages is required"))?;
     if messages.is_empty() {
         return Err(ApiError::invalid("messages must hold at least one message"));
     }
@@ -68,18 +81,15 @@ pub async fn publish_batch(engine: Data, at: AuthedQueue<QueuesWrite>, body: Pub
         ));
     }
     let named: Vec<(Field, &PublishMessage)> = messages.iter().enumerate().map(|(i, m)| (Field::Batch(i), m)).collect();
-    store_batch(&engine, (at.queue, sizes), &body.0, &named, batch.delay_seconds).await
+    prepare(&named, batch_delay, request, sizes)
 }
 
-/// Turns the messages into stored ones by the rules of `queue::message` and the sizes of the queue's
-/// account's plan, publishes them, and answers.
-async fn store_batch(
-    engine: &Engine,
-    (queue, sizes): (OwnedQueue, Sizes),
-    request: &Bytes,
+fn prepare(
     messages: &[(Field, &PublishMessage<'_>)],
     batch_delay: Option<i64>,
-) -> ApiResult<HttpResponse> {
+    request: &Bytes,
+    sizes: Sizes,
+) -> ApiResult<Vec<NewMessage>> {
     let batch_delay = batch_delay.map(|d| check_delay("delay_seconds", d)).transpose()?;
     let prepared = messages
         .iter()
@@ -97,6 +107,11 @@ async fn store_batch(
         })
         .collect::<Result<Vec<_>, _>>()?;
     check_batch(&prepared, sizes)?;
+    Ok(prepared)
+}
+
+/// Publishes the prepared messages and answers.
+async fn store_batch(engine: &Engine, queue: OwnedQueue, prepared: Vec<NewMessage>) -> ApiResult<HttpResponse> {
     let keyed = prepared.iter().any(|m| m.idempotency_key.is_some());
     let published = engine.publish(queue, prepared).await?;
     let metrics = published.backlog.as_ref().map_or(json!({}), |b| json!(BacklogMetrics::from(b)));
@@ -106,12 +121,16 @@ async fn store_batch(
     } else {
         ok(json!({ "metadata": { "metrics": metrics } }))
     };
-    // A publish held back by its account's publish rate says so, and for how long.
-    if !published.held_back.is_zero() {
-        let held = HeaderValue::from(published.held_back.as_millis().max(1) as u64);
+    say_held_back(&mut answer, published.held_back);
+    Ok(answer)
+}
+
+/// A publish held back by its account's publish rate says so, and for how long.
+pub fn say_held_back(answer: &mut HttpResponse, held_back: std::time::Duration) {
+    if !held_back.is_zero() {
+        let held = HeaderValue::from(held_back.as_millis().max(1) as u64);
         answer.headers_mut().insert(HeaderName::from_static(HELD_BACK_HEADER), held);
     }
-    Ok(answer)
 }
 
 /// The header of a publish held back for its account's publish rate: how long, in milliseconds.

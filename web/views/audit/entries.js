@@ -33,6 +33,10 @@ export const ACTIONS = [
   ['event_subscription.create', 'Event subscription created'],
   ['event_subscription.update', 'Event subscription changed'],
   ['event_subscription.delete', 'Event subscription deleted'],
+  ['topic.create', 'Topic created'],
+  ['topic.delete', 'Topic deleted'],
+  ['topic_binding.create', 'Topic binding added'],
+  ['topic_binding.delete', 'Topic binding deleted'],
   ['flow_key.update', 'Flow key limits set'],
   ['flow_key.pause', 'Flow key paused'],
   ['flow_key.resume', 'Flow key resumed'],
@@ -53,6 +57,8 @@ const RESOURCES = {
   redrive: ['Redrive', 'Redrives'],
   schedule: ['Schedule', 'Schedules'],
   event_subscription: ['Event subscription', 'Event subscriptions'],
+  topic: ['Topic', 'Topics'],
+  topic_binding: ['Topic binding', 'Topic bindings'],
   flow_key: ['Flow key', 'Flow keys'],
   account: ['Account', 'Account'],
 };
@@ -97,8 +103,8 @@ function valuesOf(entry) {
 }
 
 /**
- * The queue an entry is about, when it is about one: a queue's own entry, or a consumer's or a
- * schedule's (its queue), or a flow key's (its id is the queue's, a slash, and the key). {id, name}; the
+ * The queue an entry is about, when it is about one: a queue's own entry, or a consumer's, a schedule's
+ * or a topic binding's (its queue), or a flow key's (its id is the queue's, a slash, and the key). {id, name}; the
  * name from the values, else from `nameFor(id)`.
  */
 function queueOf(entry, nameFor) {
@@ -106,7 +112,7 @@ function queueOf(entry, nameFor) {
   const values = valuesOf(entry);
   let queueId = null;
   if (resource.type === 'queue') queueId = text(resource.id) || text(values.queue_id);
-  else if (resource.type === 'consumer' || resource.type === 'schedule') queueId = text(values.queue_id);
+  else if (['consumer', 'schedule', 'topic_binding'].includes(resource.type)) queueId = text(values.queue_id);
   else if (resource.type === 'flow_key' && text(resource.id) && resource.id.includes('/')) {
     queueId = resource.id.slice(0, resource.id.indexOf('/')).replace(/-/g, '').toLowerCase();
   }
@@ -114,7 +120,7 @@ function queueOf(entry, nameFor) {
   return { id: queueId, name: text(values.queue_name) || (nameFor ? text(nameFor(queueId)) : null) };
 }
 
-/** The resource's name as the entry records it (a queue's, a token's, an account's, a subscription's), or null. */
+/** The resource's name as the entry records it (a queue's, a token's, an account's, a subscription's, a topic's, a binding's pattern), or null. */
 function resourceName(entry, nameFor) {
   const resource = entry.resource || {};
   const values = valuesOf(entry);
@@ -124,7 +130,10 @@ function resourceName(entry, nameFor) {
     case 'token':
     case 'account':
     case 'event_subscription':
+    case 'topic':
       return text(values.name);
+    case 'topic_binding':
+      return text(values.pattern);
     case 'flow_key':
       return text(values.flow_control_key);
     default:
@@ -240,6 +249,7 @@ function entryRows(entry, { isMine, linkFor, nameFor }) {
   if (resource.type === 'queue' && queue) what = queueRef(queue);
   else if (resource.type === 'consumer' && queue) what = ['of ', queueRef(queue)];
   else if (resource.type === 'schedule' && queue) what = ['to ', queueRef(queue)];
+  else if (resource.type === 'topic_binding' && queue) what = [name ? [h('code', null, name), ' '] : null, 'to ', queueRef(queue)];
   else if (resource.type === 'flow_key' && queue) what = [name ? [h('code', null, name), ' '] : null, 'of ', queueRef(queue)];
   else if (resource.type === 'redrive' && text(valuesOf(entry).destination_queue)) what = `to ${valuesOf(entry).destination_queue}`;
   else if (name) what = h('span', { class: 'strong' }, name);

@@ -3,6 +3,7 @@
 
 import { h, field, notice, num, age, badge, busy, confirmDialog } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
+import { contentTypeSelect, readBody } from '../../lib/message-body.js';
 import { numberInput, readNumber } from './inputs.js';
 
 /** A peeked message's body as text: JSON pretty-printed, text as is, bytes as a size and base64. */
@@ -33,11 +34,8 @@ function shorten(text, max = 4000) {
 /** The messages card; `refresh()` asks the page for fresh stats after a send or delete; clear() empties the peek. */
 export function createMessages({ api, ctx, queueId, refresh, redrive }) {
   // ---- send ----
-  const contentType = h('select', null,
-    h('option', { value: 'text' }, 'Text'),
-    h('option', { value: 'json' }, 'JSON'),
-    h('option', { value: 'bytes' }, 'Bytes (base64)'));
-  const messageBody = h('textarea', { rows: '4', spellcheck: 'false', class: 'mono', placeholder: 'Hello from the dashboard' });
+  const messageBody = h('textarea', { rows: '4', spellcheck: 'false', class: 'mono' });
+  const contentType = contentTypeSelect(messageBody);
   const sendDelay = numberInput({ min: '0', max: '86400', placeholder: 'queue default' });
   const sendKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
   const sendFlowKey = h('input', { type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', placeholder: 'none' });
@@ -54,28 +52,12 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
     h('div', { class: 'form-actions' }, sendBtn),
     sendMsg.el);
 
-  contentType.addEventListener('change', () => {
-    messageBody.placeholder = { text: 'Hello from the dashboard', json: '{"hello": "world"}', bytes: 'aGVsbG8=' }[contentType.value];
-  });
-
   sendForm.addEventListener('submit', async (e) => {
     e.preventDefault();
     sendMsg.clear();
     const type = contentType.value;
-    let payload = messageBody.value;
     try {
-      if (type === 'json') {
-        try {
-          payload = JSON.parse(messageBody.value);
-        } catch (err) {
-          throw new Error(`The body is not valid JSON: ${err.message}`);
-        }
-      } else if (type === 'bytes') {
-        const clean = messageBody.value.replace(/\s+/g, '');
-        if (!/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 !== 0) throw new Error('For bytes, the body must be base64 (A-Z, a-z, 0-9, +, /, = padding).');
-        payload = clean;
-      }
-      const message = { body: payload, content_type: type };
+      const message = { body: readBody(type, messageBody.value), content_type: type };
       const delay = readNumber(sendDelay, 'Delay', 0, 86400);
       if (delay !== undefined) message.delay_seconds = delay;
       // Sent as typed: the server checks the key (1 to 128 printable ASCII characters, no spaces) and says what is wrong.
