@@ -93,7 +93,10 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
 }
 
 fn account_routes(cfg: &mut web::ServiceConfig) {
-    cfg.service(resource!(""; get => accounts::get))
+    // A queue's routes first: publishes, pulls and acks are nearly every request, and each route tried
+    // before theirs is a regex run on them.
+    cfg.service(web::scope("/queues/{queue_id}").configure(queue_routes))
+        .service(resource!(""; get => accounts::get))
         .service(resource!("/limits"; get => accounts::limits))
         .service(resource!("/audit_logs"; get => audit::list))
         .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
@@ -110,12 +113,16 @@ fn account_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!("/event_subscriptions/subscriptions/{subscription_id}";
             get => subscriptions::get, patch => subscriptions::update, delete => subscriptions::delete))
         .service(resource!("/topics"; get => topics::list, post => topics::create))
-        .service(resource!("/topics/{topic_id}"; get => topics::get, delete => topics::delete))
-        .service(resource!("/topics/{topic_id}/bindings"; get => topics::bindings, post => topics::bind))
-        .service(resource!("/topics/{topic_id}/bindings/{binding_id}"; delete => topics::unbind))
-        .service(resource!("/topics/{topic_id}/messages"; post => topics::publish))
-        .service(resource!("/topics/{topic_id}/route"; post => topics::route))
-        .service(web::scope("/queues/{queue_id}").configure(queue_routes))
+        .service(web::scope("/topics/{topic_id}").configure(topic_routes))
+        .default_service(web::to(no_such_endpoint));
+}
+
+fn topic_routes(cfg: &mut web::ServiceConfig) {
+    cfg.service(resource!(""; get => topics::get, delete => topics::delete))
+        .service(resource!("/bindings"; get => topics::bindings, post => topics::bind))
+        .service(resource!("/bindings/{binding_id}"; delete => topics::unbind))
+        .service(resource!("/messages"; post => topics::publish))
+        .service(resource!("/route"; post => topics::route))
         .default_service(web::to(no_such_endpoint));
 }
 

@@ -706,6 +706,31 @@ test('ordering keys: the queue counts its keys, peek shows each message\'s key, 
   }
 });
 
+test('a queue deleted elsewhere while its page is open: the page says it no longer exists', async () => {
+  const prefix = `e2e-${RUN}-gone`;
+  const base = `/accounts/${ACCOUNT}/queues`;
+  const made = await api('POST', base, { queue_name: prefix });
+  assert.equal(made.status, 200, JSON.stringify(made.json));
+  const queueId = made.json.result.queue_id;
+  const { context, page, log } = await openPage();
+  try {
+    await signIn(page);
+    await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
+    await page.goto(`${BASE}/#/queues/${queueId}`);
+    await page.getByRole('heading', { name: prefix, level: 1 }).waitFor();
+    await waitForText(tile(page, 'Backlog'), '0');
+
+    // Deleted through the API, not the page: the page's next poll finds it gone and says so.
+    assert.equal((await api('DELETE', `${base}/${queueId}`)).status, 200);
+    await waitForText(page.getByRole('alert').filter({ hasText: 'no longer exists' }),
+      'This queue no longer exists. It was deleted, perhaps from another window.');
+    assertNoConsoleErrors(log, [/Failed to load resource: the server responded with a status of 404/]);
+  } finally {
+    await context.close();
+    await removeQueues(prefix);
+  }
+});
+
 test('a token without a scope gets the server message; a revoked token ends the session', async () => {
   const made = await api('POST', `/accounts/${ACCOUNT}/tokens`, { name: `e2e-readonly-${RUN}`, scopes: ['queues_read'] });
   assert.equal(made.status, 200, JSON.stringify(made.json));

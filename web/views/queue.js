@@ -126,7 +126,8 @@ export function renderQueue(root, ctx, queueId) {
         } catch (err) {
           activity.stale();
           if (err.kind === 'not_found') {
-            await poller.stop();
+            // Not awaited: stop() waits for the poll in flight, which is this one.
+            poller.stop();
             header.message.show('This queue no longer exists. It was deleted, perhaps from another window.');
             return;
           }
