@@ -1,5 +1,5 @@
-//! Topics and their bindings, scoped by account: the rows behind `crate::engine::topics`, and the one
-//! read a topic publish makes to learn which queues its routing key may reach.
+//! Topics and their bindings, scoped by account, and the one read a topic publish makes to learn which
+//! queues its routing key may reach.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
