@@ -157,8 +157,7 @@ pub async fn list(state: Data, at: Authed<QueuesRead>, req: HttpRequest) -> ApiR
 
 /// `GET .../topics/{topic_id}`: the topic with its bindings.
 pub async fn get(state: Data, at: Authed<QueuesRead>, id: PathId<TopicId>) -> ApiResult<HttpResponse> {
-    let topic = state.topic(at.account_id(), id.0).await?;
-    let bindings = state.bindings(at.account_id(), id.0).await?;
+    let (topic, bindings) = state.topic_with_bindings(at.account_id(), id.0).await?;
     Ok(ok(TopicView::new(&topic, Some(&bindings))))
 }
 
@@ -191,7 +190,7 @@ pub async fn bind(
 
 /// `GET .../topics/{topic_id}/bindings`.
 pub async fn bindings(state: Data, at: Authed<QueuesRead>, topic: PathId<TopicId>) -> ApiResult<HttpResponse> {
-    let found = state.bindings(at.account_id(), topic.0).await?;
+    let (_, found) = state.topic_with_bindings(at.account_id(), topic.0).await?;
     Ok(ok(found.iter().map(BindingView::from).collect::<Vec<_>>()))
 }
 

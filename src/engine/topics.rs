@@ -60,16 +60,15 @@ impl Engine {
         Ok((page, store::topics::count(&self.pool, account).await?))
     }
 
-    /// The topic's bindings; a 404 when the account has no such topic.
-    pub async fn bindings(&self, account: AccountId, id: TopicId) -> ApiResult<Vec<Binding>> {
-        self.topic(account, id).await?;
-        Ok(store::topics::bindings(&self.pool, account, id).await?)
+    /// The topic with its bindings; a 404 when the account has no such topic.
+    pub async fn topic_with_bindings(&self, account: AccountId, id: TopicId) -> ApiResult<(Topic, Vec<Binding>)> {
+        let topic = self.topic(account, id).await?;
+        Ok((topic, store::topics::bindings(&self.pool, account, id).await?))
     }
 
     /// Deletes the topic with its bindings, answering it as it was.
     pub async fn delete_topic(&self, account: AccountId, id: TopicId) -> ApiResult<(Topic, Vec<Binding>)> {
-        let topic = self.topic(account, id).await?;
-        let bindings = store::topics::bindings(&self.pool, account, id).await?;
+        let (topic, bindings) = self.topic_with_bindings(account, id).await?;
         if !store::topics::delete(&self.pool, account, id).await? {
             return Err(topic_not_found());
         }
