@@ -54,9 +54,9 @@ impl Engine {
         self.flow_changed(queue, cleared).await
     }
 
-    /// After the queue's consumer changed: its keys take the limits that apply now.
+    /// After the queue's consumer changed: its keys took the limits that apply now in the change's own
+    /// transaction (a trigger on `consumers`), and what those let go is woken for.
     pub(super) async fn consumer_limits_changed(&self, queue: OwnedQueue) -> ApiResult<()> {
-        store::flow::apply(&self.pool, queue, None).await?;
         self.flow_changed(queue, true).await?;
         Ok(())
     }

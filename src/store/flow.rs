@@ -199,14 +199,15 @@ async fn change_and_apply<'q>(
     if more(query).execute(&mut *tx).await?.rows_affected() == 0 {
         return Ok(false);
     }
-    apply(&mut *tx, queue, Some(key)).await?;
+    apply(&mut *tx, queue, key).await?;
     tx.commit().await?;
     Ok(true)
 }
 
-/// Copies the limits that now apply into the state of the queue's keys (one key, or all) and lets go
-/// what they allow: after a consumer's or a key's limits changed.
-pub async fn apply(db: impl PgExecutor<'_>, queue: OwnedQueue, key: Option<&str>) -> Result<(), sqlx::Error> {
+/// Counts the key anew when limits now apply to it, copies them into its state and lets go what they
+/// allow: after the account's limits for the key changed (a consumer's are applied by a trigger on
+/// `consumers`, in the change's own transaction).
+async fn apply(db: impl PgExecutor<'_>, queue: OwnedQueue, key: &str) -> Result<(), sqlx::Error> {
     sqlx::query("select flow_apply_limits(q.id, $3) from queues q where q.id = $1 and q.account_id = $2")
         .bind(queue.id())
         .bind(queue.account())

@@ -83,9 +83,11 @@ struct PublishRow {
 /// is inserted, or locked when the key has messages already (an upsert whose update is `where false`
 /// locks the row, even one committed after the statement began, and writes no row version, which a
 /// snapshot held open elsewhere would keep); a message is its key's head when it opened the key's row,
-/// else it is parked until the messages before it have gone (see the `ordering_keys` migration). With their flow keys (`$10`), each key's row in `flow_keys` is made or locked before any
-/// message is stored, and the insert's trigger admits each message to its key or holds it back (see the
-/// `flow_control` migration). Keys are taken in key order, so concurrent publishes never deadlock.
+/// else it is parked until the messages before it have gone (see the `ordering_keys` migration). With their
+/// flow keys (`$10`), each key with limits has its row in `flow_keys` made or locked (`flow_track`) before
+/// any message is stored, and the insert's trigger admits each message to its key or holds it back (see
+/// the `flow_control` migration and the one that counts limited keys only). Keys are taken in key order,
+/// so concurrent publishes never deadlock.
 macro_rules! insert_messages {
     (plain, $queues:literal, $keep:expr) => {
         concat!(
@@ -116,17 +118,13 @@ macro_rules! insert_messages {
          order by m.queue_id, m.key, m.i
          on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by where false
          returning h.opened_by),
-     flows as (
-         insert into flow_keys as f (queue_id, flow_key, parallelism, rate, period, paused)
-         select k.queue_id, k.key, l.parallelism, l.rate, l.period, l.paused
+     flows as materialized (
+         select flow_track(k.queue_id, k.key) as tracked
          from (select distinct m.queue_id, m.key from unnest($4::uuid[], $10::text[]) as m(queue_id, key)
                where m.key is not null and m.queue_id in (select id from ",
             $queues,
             ")) k
-         cross join lateral flow_limits_of(k.queue_id, k.key) l
-         order by k.queue_id, k.key collate \"C\"
-         on conflict (queue_id, flow_key) do update set paused = f.paused where false
-         returning 1),
+         order by k.queue_id, k.key collate \"C\"),
      inserted as (
          insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, flow_key, gen)
          select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
@@ -139,7 +137,7 @@ macro_rules! insert_messages {
          cross join lateral (
              select clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
                     m.key is not null and m.id not in (select opened_by from heads) as parked) d
-         where (select count(*) from flows) >= 0 and ",
+         where (select count(tracked) from flows) >= 0 and ",
             $keep,
             ")"
         )

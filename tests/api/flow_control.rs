@@ -154,6 +154,43 @@ async fn limits_changed_while_messages_wait_let_them_go(pool: PgPool) {
 }
 
 #[sqlx::test]
+async fn limits_coming_to_keys_with_messages_count_those_messages(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.pull_queue("late-limits", json!({})).await;
+    publish_flow(&app, &q, &[(Some("k"), "k1"), (Some("k"), "k2"), (Some("k"), "k3"), (Some("j"), "j1")]).await;
+    let listed = app.get(&format!("queues/{q}/flow_keys")).await;
+    assert_eq!(listed.expect_ok(), &json!([]), "a key without limits is not counted");
+
+    let put = app.put(&format!("queues/{q}/flow_keys/k"), json!({"parallelism": 2})).await;
+    assert_eq!(put.expect_ok()["released"], 3, "the key's messages published before its limit are counted");
+    publish_flow(&app, &q, &[(Some("k"), "k4")]).await;
+    let first = pull(&app, &q).await;
+    assert_eq!(bodies(&first), ["j1", "k1", "k2", "k3"], "k4 waits while three of its key are let go");
+    let leases = by_body(&first);
+    app.ack(&q, &[leases["k1"]], json!([])).await;
+    assert!(pull(&app, &q).await.is_empty(), "two of the key still let go");
+    app.ack(&q, &[leases["k2"]], json!([])).await;
+    assert_eq!(bodies(&pull(&app, &q).await), ["k4"]);
+
+    // A consumer's limit coming to a queue counts every key's messages in the same way.
+    publish_flow(&app, &q, &[(Some("j"), "j2"), (Some("j"), "j3")]).await;
+    let consumer =
+        app.get(&format!("queues/{q}/consumers")).await.expect_ok()[0]["consumer_id"].as_str().unwrap().to_owned();
+    let limited = json!({"type": "http_pull", "settings": {"flow_control": {"parallelism": 1}}});
+    app.put(&format!("queues/{q}/consumers/{consumer}"), limited).await.expect_ok();
+    assert_eq!(flow_key(&app, &q, "j").await["released"], 3);
+    publish_flow(&app, &q, &[(Some("j"), "j4")]).await;
+    assert_eq!(bodies(&pull(&app, &q).await), ["j2", "j3"], "j4 is held behind the three let go");
+    let unlimited = json!({"type": "http_pull", "settings": {}});
+    app.put(&format!("queues/{q}/consumers/{consumer}"), unlimited).await.expect_ok();
+    assert_eq!(bodies(&pull(&app, &q).await), ["j4"], "removing the limit lets the held message go");
+    let listed = app.get(&format!("queues/{q}/flow_keys")).await;
+    let keys: Vec<&str> =
+        listed.expect_ok().as_array().unwrap().iter().map(|k| k["flow_control_key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["k"], "only the key with limits of its own is left");
+}
+
+#[sqlx::test]
 async fn a_rate_spaces_a_keys_messages_a_period_apart_at_most_a_period_ahead(pool: PgPool) {
     let app = spawn_app(pool.clone()).await;
     let q = app.pull_queue("rated", json!({"settings": {"flow_control": {"rate": 1, "period": 60}}})).await;
