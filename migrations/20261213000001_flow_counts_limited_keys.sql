@@ -70,10 +70,13 @@ begin
 end $$;
 
 -- Applies the limits that now hold to the queue's keys (one key, or all of them when `only_key` is null),
--- with the queue's lock taken alone: every key that limits apply to is counted anew from its messages
--- (a key that had none had no row), the held messages that new limits allow are let go, and the rows of
--- keys left without limits are forgotten. Counting reads the queue's keyed messages, so a change of limits
--- costs a scan of the queue's backlog; publishes and acks of its keyed messages wait for it.
+-- with the queue's lock taken alone, so that no statement counting its keys is halfway through and
+-- those after it read the new limits: every key that limits apply to is counted anew from its messages
+-- (a key that had none had no row), the held messages that the limits allow are let go, and the rows of
+-- keys left without limits are forgotten. Counting reads the queue's keyed messages, so a change of
+-- limits costs a scan of the queue's backlog (none where no limit applies), and publishes and acks of its
+-- keyed messages wait for it. (A purge of held messages at the same moment can deadlock with it, as it
+-- deletes rows before its trigger takes the lock; PostgreSQL ends one of the two, a 503 to retry.)
 create or replace function flow_apply_limits(q uuid, only_key text) returns void language plpgsql as $$
 declare
     key text;
@@ -84,7 +87,6 @@ begin
     where f.queue_id = q and (only_key is null or f.flow_key = only_key)
     order by f.flow_key
     for update;
-    -- Nothing to count when no limit applies to any of the keys (a consumer without limits removed).
     if exists (select 1 from consumers c
                where c.queue_id = q and (c.flow_parallelism is not null or c.flow_rate is not null))
        or exists (select 1 from flow_limits o
@@ -115,7 +117,7 @@ begin
         update flow_keys f set (parallelism, rate, period, paused) = (
             select l.parallelism, l.rate, l.period, l.paused from flow_limits_of(q, key) l)
         where f.queue_id = q and f.flow_key = key;
-        perform flow_release(q, key, 0, 0);
+        perform flow_release_locked(q, key, 0, 0);
     end loop;
     -- Without limits nothing is held (the release above let it all go) and nothing needs counting.
     delete from flow_keys f
@@ -125,9 +127,16 @@ end $$;
 
 -- A consumer's limits changing (made with some, changed, removed with some) applies them in its statement's
 -- transaction, so that no node can publish between the change and the count.
+-- A queue's deletion, which removes its consumer, has nothing to apply: its keys go with its messages. It
+-- must not take the queue's lock either: an ack takes it shared after deleting its rows (in the delete's
+-- trigger), so a deletion holding it alone would wait for those rows while the ack waits for the lock.
 create function apply_consumer_flow_limits() returns trigger language plpgsql as $$
+declare
+    q uuid := case when tg_op = 'DELETE' then old.queue_id else new.queue_id end;
 begin
-    perform flow_apply_limits(case when tg_op = 'DELETE' then old.queue_id else new.queue_id end, null);
+    if exists (select 1 from queues where id = q) then
+        perform flow_apply_limits(q, null);
+    end if;
     return null;
 end $$;
 

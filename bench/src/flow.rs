@@ -263,10 +263,16 @@ async fn receive(body: web::Bytes, tally: web::Data<Mutex<Tally>>) -> HttpRespon
     HttpResponse::Ok().finish()
 }
 
+/// Deletes the queue, again after a 503 as a client would: the drain's last acks may still be deleting
+/// some of its messages, and two deletes of the same rows can deadlock (one of them is answered 503).
 async fn delete_queue(env: &Env, queue: &str) -> anyhow::Result<()> {
-    let resp = env.client.delete(env.url(&format!("queues/{queue}"))).bearer_auth(&env.token).send().await?;
-    if !resp.status().is_success() {
-        bail!("deleting queue {queue}: {}", resp.status());
+    for _ in 0..10 {
+        let resp = env.client.delete(env.url(&format!("queues/{queue}"))).bearer_auth(&env.token).send().await?;
+        match resp.status() {
+            status if status.is_success() => return Ok(()),
+            reqwest::StatusCode::SERVICE_UNAVAILABLE => tokio::time::sleep(Duration::from_millis(200)).await,
+            status => bail!("deleting queue {queue}: {status}"),
+        }
     }
-    Ok(())
+    bail!("deleting queue {queue}: 503 ten times")
 }
