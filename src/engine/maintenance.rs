@@ -1,7 +1,8 @@
-//! Background upkeep every node runs: deleting messages past their queue's retention period, folding
-//! the queue count deltas, and vacuuming the message tables often. Claims and acks leave a dead row
-//! behind for every message; autovacuum visits a database at most once a minute, far too rarely for a
-//! queue, and claims slow down as they walk dead index entries (docs/design-notes.md). The work is
+//! Background upkeep every node runs: deleting messages past their queue's retention period and those of
+//! deleted queues, folding the queue count deltas, and vacuuming the message tables often. Claims and
+//! acks leave a dead row behind for every message; autovacuum visits a database at most once a minute,
+//! far too rarely for a queue, and claims slow down as they walk dead index entries
+//! (docs/design-notes.md). The work is
 //! idempotent: sweeps claim rows with SKIP LOCKED, each count delta is folded by one fold, and a
 //! vacuum another node is running is skipped, so any number of nodes can run it.
 
@@ -11,6 +12,7 @@ use sqlx::PgPool;
 
 use crate::engine::activity::Activity;
 use crate::engine::attempts::Keeping;
+use crate::ids::QueueId;
 use crate::store;
 
 const SWEEP_BATCH: i64 = 10_000;
@@ -140,7 +142,30 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity, attempts: Keepin
     let audited = super::audit::prune(pool).await;
     let idle_flows = forget_idle_flow_keys(pool).await;
     let attempts = super::attempts::prune(pool, attempts).await;
-    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).and(attempts).map(|_| ())
+    let deleted = clear_deleted_queues(pool).await;
+    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).and(attempts).and(deleted).map(|_| ())
+}
+
+/// Messages of a deleted queue removed per statement: each batch holds its rows' locks only until it commits.
+const DELETED_QUEUE_BATCH: i64 = 10_000;
+/// Deleted queues looked at per turn of the upkeep.
+const DELETED_QUEUES_PER_TURN: i64 = 100;
+
+/// Deletes the messages of a deleted queue in batches and forgets the queue once none is left; rows held
+/// by a statement in flight at the time stay for a later turn. Whether the queue was forgotten.
+pub async fn clear_deleted_queue(pool: &PgPool, queue: QueueId) -> Result<bool, sqlx::Error> {
+    while store::messages::delete_of_deleted(pool, queue, DELETED_QUEUE_BATCH).await? >= DELETED_QUEUE_BATCH as u64 {}
+    store::queues::forget_deleted(pool, queue).await
+}
+
+/// Finishes the deletions of queues that left messages behind (rows held at the time, a node stopped
+/// halfway); returns how many it finished.
+pub async fn clear_deleted_queues(pool: &PgPool) -> Result<u64, sqlx::Error> {
+    let mut finished = 0;
+    for queue in store::queues::deleted(pool, DELETED_QUEUES_PER_TURN).await? {
+        finished += u64::from(clear_deleted_queue(pool, queue).await?);
+    }
+    Ok(finished)
 }
 
 /// Keys removed per statement: small enough that a removal never holds up publishes for long.

@@ -62,6 +62,7 @@ impl Engine {
         if !store::queues::delete(&self.pool, queue).await? {
             return Err(ApiError::queue_not_found());
         }
+        super::maintenance::clear_deleted_queue(&self.pool, queue.id()).await?;
         self.owners.forget(queue.id());
         self.delivery.floors.forget(queue.id());
         self.backlog.forget(queue.id());

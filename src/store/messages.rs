@@ -676,7 +676,7 @@ impl FromIterator<(MessageId, i32, bool)> for Deleted {
     }
 }
 
-/// Deletes every message of a queue (queue deletion and purge), locking in id order as retries do.
+/// Deletes every message of a queue (a purge), locking in id order as retries do.
 pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
         "with doomed as (select id from messages where queue_id = $1 order by id for update),
@@ -690,17 +690,42 @@ pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Resul
     Ok(done.rows_affected())
 }
 
+/// A statement that deletes the messages whose ids the given select picks (`doomed`), and their bodies.
+macro_rules! delete_doomed {
+    ($doomed:literal) => {
+        concat!(
+            "with doomed as (",
+            $doomed,
+            "),
+         gone as (delete from messages m where m.id = any(array(select id from doomed)) returning m.id, m.gen)
+         delete from message_bodies b
+         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))"
+        )
+    };
+}
+
+/// Deletes up to `limit` messages of a deleted queue (`queues::delete`), skipping the rows a statement in
+/// flight holds (an ack or a claim begun before the deletion), which a later batch takes; returns how
+/// many went.
+pub async fn delete_of_deleted(db: impl PgExecutor<'_>, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(delete_doomed!(
+        "select m.id from messages m join deleted_queues d on d.queue_id = m.queue_id
+             where d.queue_id = $1 limit $2 for update of m skip locked"
+    ))
+    .bind(queue)
+    .bind(limit)
+    .execute(db)
+    .await?;
+    Ok(done.rows_affected())
+}
+
 /// Deletes up to `limit` of the queue's messages, whatever their state (an account's deletion, in
 /// batches short enough that no lock is held for long). Returns how many went.
 pub async fn delete_some(pool: &PgPool, queue: OwnedQueue, limit: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "with doomed as (
-             select m.id from messages m join queues q on q.id = m.queue_id and q.account_id = $1
-             where m.queue_id = $2 limit $3 for update of m skip locked),
-         gone as (delete from messages m where m.id = any(array(select id from doomed)) returning m.id, m.gen)
-         delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
-    )
+    let done = sqlx::query(delete_doomed!(
+        "select m.id from messages m join queues q on q.id = m.queue_id and q.account_id = $1
+             where m.queue_id = $2 limit $3 for update of m skip locked"
+    ))
     .bind(queue.account())
     .bind(queue.id())
     .bind(limit)
@@ -713,17 +738,13 @@ pub async fn delete_some(pool: &PgPool, queue: OwnedQueue, limit: i64) -> Result
 /// not), or all of them if the queue no longer exists. Returns how many went. The retention sweep's, across
 /// accounts: it answers no tenant.
 pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "with expired as (
-             select m.id from messages m left join queues q on q.id = m.queue_id
+    let done = sqlx::query(delete_doomed!(
+        "select m.id from messages m left join queues q on q.id = m.queue_id
              where m.queue_id = $1
                and (q.id is null or m.published_at < now() - make_interval(secs => q.message_retention_period))
              limit $2
-             for update of m skip locked),
-         gone as (delete from messages m where m.id = any(array(select id from expired)) returning m.id, m.gen)
-         delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
-    )
+             for update of m skip locked"
+    ))
     .bind(queue)
     .bind(limit)
     .execute(pool)

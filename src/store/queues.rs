@@ -202,7 +202,10 @@ pub async fn update(
     .map_err(|e| map_duplicate(e, name))
 }
 
-/// Deletes the queue, its consumer and its messages in one transaction; false if there was none.
+/// Deletes the queue and its consumer, and records it among the deleted queues whose messages are still
+/// to go (`messages::delete_of_deleted`), in one transaction; false if there was none. Its messages are
+/// deleted after this commits: no ack or claim finds the queue then, and a deletion holding all its rows
+/// while acks of them ran deadlocked with those acks.
 pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Error> {
     let id = queue.id();
     let mut tx = pool.begin().await?;
@@ -212,10 +215,42 @@ pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Erro
     if deleted.rows_affected() == 0 {
         return Ok(false);
     }
-    super::messages::delete_all(&mut *tx, id).await?;
+    sqlx::query("insert into deleted_queues (queue_id) values ($1) on conflict do nothing")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    // Its flow keys go now, in key order as acks lock them: the deletes of its messages then count none,
+    // and cannot hold a message an ack's release waits for while waiting for that ack's key.
+    sqlx::query(
+        "delete from flow_keys where (queue_id, flow_key) in (
+             select queue_id, flow_key from flow_keys where queue_id = $1 order by flow_key for update)",
+    )
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
     sqlx::query!("delete from idempotency_keys where queue_id = $1", id.0).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Deleted queues that may still have messages, the oldest deletions first.
+pub async fn deleted(pool: &PgPool, limit: i64) -> Result<Vec<QueueId>, sqlx::Error> {
+    sqlx::query_scalar("select queue_id from deleted_queues order by deleted_at limit $1")
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+}
+
+/// Forgets a deleted queue once none of its messages is left; false while some are.
+pub async fn forget_deleted(pool: &PgPool, queue: QueueId) -> Result<bool, sqlx::Error> {
+    let forgotten = sqlx::query(
+        "delete from deleted_queues d
+         where d.queue_id = $1 and not exists (select 1 from messages m where m.queue_id = d.queue_id)",
+    )
+    .bind(queue)
+    .execute(pool)
+    .await?;
+    Ok(forgotten.rows_affected() > 0)
 }
 
 /// Deletes every message of the queue, forgets its idempotency keys (a purge starts the queue afresh)

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -130,6 +132,37 @@ async fn deleting_a_queue_deletes_its_consumer_and_messages(pool: PgPool) {
         .unwrap();
     assert_eq!(left, 0);
     app.create_queue("orders").await; // the name is free again
+}
+
+#[sqlx::test]
+async fn a_queue_is_deleted_at_once_while_an_ack_holds_a_message_and_the_rest_goes_after(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("busy", json!({})).await;
+    app.publish_texts(&q, &["a", "b", "c"]).await;
+    let queue = uuid::Uuid::parse_str(&q).unwrap();
+    // A statement in flight (an ack, a claim) holds one of the queue's rows until it commits.
+    let mut held = pool.begin().await.unwrap();
+    sqlx::query("select id from messages where queue_id = $1 limit 1 for update")
+        .bind(queue)
+        .fetch_one(&mut *held)
+        .await
+        .unwrap();
+    let deleted = tokio::time::timeout(Duration::from_secs(20), app.delete(&format!("queues/{q}"))).await;
+    deleted.expect("the deletion does not wait for the held row").expect_ok();
+    app.get(&format!("queues/{q}")).await.expect_error(404);
+    let left = || async {
+        sqlx::query_scalar::<_, i64>(
+            "select (select count(*) from messages where queue_id = $1) + (select count(*) from deleted_queues)",
+        )
+        .bind(queue)
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    assert_eq!(left().await, 2, "the held message, and the deletion waiting for it");
+    held.rollback().await.unwrap();
+    let finished = skiplock::engine::maintenance::clear_deleted_queues(&pool).await.unwrap();
+    assert_eq!((finished, left().await), (1, 0), "the upkeep deletes what was held, then forgets the queue");
 }
 
 #[sqlx::test]
