@@ -21,6 +21,7 @@ pub mod stats;
 pub mod subscriptions;
 pub mod tokens;
 pub mod topics;
+pub mod usage;
 pub mod views;
 
 use actix_web::{web, HttpResponse};
@@ -80,6 +81,7 @@ pub fn admin_routes(cfg: &mut web::ServiceConfig) {
                     get => admin::accounts::get, patch => admin::accounts::update, delete => admin::accounts::delete))
                 .service(resource!("/accounts/{account_id}/deletion"; get => admin::accounts::deletion))
                 .service(resource!("/audit_logs"; get => audit::list_all))
+                .service(resource!("/usage"; get => usage::export))
                 .service(resource!("/plans"; get => admin::plans::list, post => admin::plans::create))
                 .service(resource!("/plans/{plan_name}";
                     get => admin::plans::get, patch => admin::plans::update, delete => admin::plans::delete))
@@ -99,6 +101,7 @@ fn account_routes(cfg: &mut web::ServiceConfig) {
         .service(resource!(""; get => accounts::get))
         .service(resource!("/limits"; get => accounts::limits))
         .service(resource!("/audit_logs"; get => audit::list))
+        .service(resource!("/usage"; get => usage::account))
         .service(resource!("/tokens"; get => tokens::list, post => tokens::create))
         .service(resource!("/tokens/{token_id}"; delete => tokens::revoke))
         .service(resource!("/stats/queues"; get => stats::all_queues))

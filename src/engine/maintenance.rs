@@ -143,7 +143,17 @@ pub async fn retention_turn(pool: &PgPool, activity: &Activity, attempts: Keepin
     let idle_flows = forget_idle_flow_keys(pool).await;
     let attempts = super::attempts::prune(pool, attempts).await;
     let deleted = clear_deleted_queues(pool).await;
-    swept.and(pruned).and(forgotten).and(shares).and(audited).and(idle_flows).and(attempts).and(deleted).map(|_| ())
+    let usage = super::usage::upkeep(pool).await;
+    swept
+        .and(pruned)
+        .and(forgotten)
+        .and(shares)
+        .and(audited)
+        .and(idle_flows)
+        .and(attempts)
+        .and(deleted)
+        .and(usage)
+        .map(|_| ())
 }
 
 /// Messages of a deleted queue removed per statement: each batch holds its rows' locks only until it commits.

@@ -35,6 +35,7 @@ pub mod slots;
 pub mod standing;
 pub mod sweep;
 pub mod topics;
+pub mod usage;
 pub mod wakeups;
 
 use std::sync::Arc;

@@ -95,10 +95,48 @@ pub async fn fold_and_truncate(conn: &mut PgConnection, lock_timeout_ms: u32) ->
     }
 }
 
-/// The fold of the deltas in `table` (the whole table, or one half).
+/// The usage columns of the deltas and of `usage_hours`, in one order (the `usage` migration).
+macro_rules! usage_columns {
+    () => {
+        "published, published_bytes, delivered, delivered_bytes, acked, retried, dead_lettered, expired, write_ops, \
+         read_ops, delete_ops"
+    };
+}
+
+/// The fold of the deltas in `table` (the whole table, or one half): their counts into `queue_counts`, and
+/// their usage into `usage_hours` by the hour each was written in, in the same statement, so that usage is
+/// added once whatever crashes (the deltas it adds are deleted by the same commit).
 async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
-        "with folded as (delete from {table} returning queue_id, messages, bytes, oldest),
+        concat!(
+            "with folded as (delete from {table} returning queue_id, messages, bytes, oldest, epoch_hour, ",
+            usage_columns!(),
+            "),
+              used as (
+                  insert into usage_hours as u (account_id, hour, queue_id, ",
+            usage_columns!(),
+            ")
+                  select q.account_id, to_timestamp(f.epoch_hour::float8 * 3600), f.queue_id,
+                         sum(f.published), sum(f.published_bytes), sum(f.delivered), sum(f.delivered_bytes),
+                         sum(f.acked), sum(f.retried), sum(f.dead_lettered), sum(f.expired), sum(f.write_ops),
+                         sum(f.read_ops), sum(f.delete_ops)
+                  from folded f join metered_queues q on q.queue_id = f.queue_id
+                  where f.published <> 0 or f.delivered <> 0 or f.acked <> 0 or f.retried <> 0
+                     or f.dead_lettered <> 0 or f.expired <> 0 or f.write_ops <> 0 or f.delete_ops <> 0
+                  group by q.account_id, f.epoch_hour, f.queue_id
+                  order by q.account_id, f.epoch_hour, f.queue_id
+                  on conflict (account_id, hour, queue_id) do update set
+                      published = u.published + excluded.published,
+                      published_bytes = u.published_bytes + excluded.published_bytes,
+                      delivered = u.delivered + excluded.delivered,
+                      delivered_bytes = u.delivered_bytes + excluded.delivered_bytes,
+                      acked = u.acked + excluded.acked,
+                      retried = u.retried + excluded.retried,
+                      dead_lettered = u.dead_lettered + excluded.dead_lettered,
+                      expired = u.expired + excluded.expired,
+                      write_ops = u.write_ops + excluded.write_ops,
+                      read_ops = u.read_ops + excluded.read_ops,
+                      delete_ops = u.delete_ops + excluded.delete_ops),
               sums as (
                   select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest,
                          not bool_or(messages < 0) as oldest_exact
@@ -110,6 +148,8 @@ async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<(), sqlx::Err
              bytes = c.bytes + excluded.bytes,
              oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end,
              oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact)"
+        ),
+        table = table
     ))
     .execute(db)
     .await?;

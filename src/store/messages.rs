@@ -33,7 +33,9 @@ pub struct StoredMessage {
 /// stays where it is until the queue is made again. The lock is taken only when a message is exhausted:
 /// taken on every claim, concurrent claims would share it through a multixact each time, and a delete of
 /// the dead-letter queue would stall every pull of the queues feeding it. A move changes two queues' counts, which no trigger sees (see the
-/// `queue_counts` migration), so `moved` writes their deltas.
+/// `queue_counts` migration), so `moved` writes their deltas,
+/// and the usage: a move is a write to the dead-letter queue; a message deleted for want of one is
+/// counted as dead-lettered (`dropping` tells the delete's trigger, the `usage` migration).
 ///
 /// Rows found by an earlier step are addressed as `id = any(array(...))`, one primary-key probe each,
 /// rather than joined: a prepared statement's generic plan may join by merging along the whole primary
@@ -52,12 +54,17 @@ macro_rules! dead_letter_ctes {
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
             returning m.id, m.size, m.published_at),
         moved as (
-            insert into queue_count_deltas (queue_id, messages, bytes, oldest)
-            select q.id, q.sign * count(*), q.sign * sum(dead.size), min(dead.published_at) filter (where q.sign > 0)
+            insert into queue_count_deltas (queue_id, messages, bytes, oldest, dead_lettered, write_ops)
+            select q.id, q.sign * count(*), q.sign * sum(dead.size), min(dead.published_at) filter (where q.sign > 0),
+                   case when q.sign < 0 then count(*) else 0 end,
+                   case when q.sign > 0 then sum(usage_chunks(dead.size)) else 0 end
             from dead cross join (values ($1::uuid, -1), ($2::uuid, 1)) as q(id, sign)
             group by q.id, q.sign),
+        dropping as materialized (
+            select set_config('skiplock.deleting', 'dead_lettered', true) where $2::uuid is null),
         dropped as (
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
+              and exists (select 1 from dropping)
             returning m.id, m.gen),
         dropped_bodies as (delete from message_bodies b
             where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped))),
@@ -153,7 +160,10 @@ macro_rules! claim_statement {
                  where m.gen = any(array(select distinct gen from candidates where attempts < $2))
                    and m.id = any(array(select id from candidates where attempts < $2))
                  returning m.id, m.gen, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at,
-                           m.ordering_key, m.flow_key)
+                           m.ordering_key, m.flow_key, m.size),
+             metered as (
+                 insert into queue_count_deltas (queue_id, messages, bytes, delivered, delivered_bytes, read_ops)
+                 select $1, 0, 0, count(*), sum(size), sum(usage_chunks(size)) from claimed having count(*) > 0)
              select c.id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
@@ -308,6 +318,9 @@ pub async fn retry(db: impl PgExecutor<'_>, spec: ClaimSpec, retries: &[Retry]) 
              set available_at = clock_timestamp() + make_interval(secs => c.delay), leased = false, running = false
              from current c where m.id = c.id and not c.used_up
              returning m.id),
+         retries_metered as (
+             insert into queue_count_deltas (queue_id, messages, bytes, retried)
+             select $1, 0, 0, count(*) from retried having count(*) > 0),
          ",
         dead_letter_ctes!(),
         "
@@ -509,7 +522,10 @@ pub async fn sweep_ran_out(db: impl PgExecutor<'_>, floor: DateTime<Utc>, limit:
          swept as (
              update messages m set running = false, available_at = clock_timestamp()
              where m.id = any(array(select id from ran_out))
-             returning m.queue_id)
+             returning m.queue_id),
+         metered as (
+             insert into queue_count_deltas (queue_id, messages, bytes, retried)
+             select queue_id, 0, 0, count(*) from swept group by queue_id)
          select queue_id, count(*), null::timestamptz from swept group by queue_id
          union all
          select null, null, (select min(available_at) from messages
@@ -679,8 +695,10 @@ impl FromIterator<(MessageId, i32, bool)> for Deleted {
 /// Deletes every message of a queue (a purge), locking in id order as retries do.
 pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(
-        "with doomed as (select id from messages where queue_id = $1 order by id for update),
-              gone as (delete from messages m using doomed d where m.id = d.id returning m.id, m.gen)
+        "with removing as materialized (select set_config('skiplock.deleting', 'removed', true)),
+              doomed as (select id from messages where queue_id = $1 order by id for update),
+              gone as (delete from messages m using doomed d where m.id = d.id and exists (select 1 from removing)
+                       returning m.id, m.gen)
          delete from message_bodies b
                         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
     )
@@ -690,14 +708,19 @@ pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Resul
     Ok(done.rows_affected())
 }
 
-/// A statement that deletes the messages whose ids the given select picks (`doomed`), and their bodies.
+/// A statement that deletes the messages whose ids the given select picks (`doomed`), and their bodies;
+/// `$reason` tells the delete's trigger what usage it is (the `usage` migration).
 macro_rules! delete_doomed {
-    ($doomed:literal) => {
+    ($reason:literal, $doomed:literal) => {
         concat!(
-            "with doomed as (",
+            "with reason as materialized (select set_config('skiplock.deleting', '",
+            $reason,
+            "', true)),
+         doomed as (",
             $doomed,
             "),
-         gone as (delete from messages m where m.id = any(array(select id from doomed)) returning m.id, m.gen)
+         gone as (delete from messages m where m.id = any(array(select id from doomed)) and exists (select 1 from reason)
+                  returning m.id, m.gen)
          delete from message_bodies b
          where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))"
         )
@@ -709,6 +732,7 @@ macro_rules! delete_doomed {
 /// many went.
 pub async fn delete_of_deleted(db: impl PgExecutor<'_>, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(delete_doomed!(
+        "removed",
         "select m.id from messages m join deleted_queues d on d.queue_id = m.queue_id
              where d.queue_id = $1 limit $2 for update of m skip locked"
     ))
@@ -723,6 +747,7 @@ pub async fn delete_of_deleted(db: impl PgExecutor<'_>, queue: QueueId, limit: i
 /// batches short enough that no lock is held for long). Returns how many went.
 pub async fn delete_some(pool: &PgPool, queue: OwnedQueue, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(delete_doomed!(
+        "removed",
         "select m.id from messages m join queues q on q.id = m.queue_id and q.account_id = $1
              where m.queue_id = $2 limit $3 for update of m skip locked"
     ))
@@ -739,6 +764,7 @@ pub async fn delete_some(pool: &PgPool, queue: OwnedQueue, limit: i64) -> Result
 /// accounts: it answers no tenant.
 pub async fn delete_expired(pool: &PgPool, queue: QueueId, limit: i64) -> Result<u64, sqlx::Error> {
     let done = sqlx::query(delete_doomed!(
+        "expired",
         "select m.id from messages m left join queues q on q.id = m.queue_id
              where m.queue_id = $1
                and (q.id is null or m.published_at < now() - make_interval(secs => q.message_retention_period))

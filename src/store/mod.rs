@@ -32,6 +32,7 @@ pub mod stats;
 pub mod tokens;
 pub mod topics;
 pub mod types;
+pub mod usage;
 
 use sqlx::PgPool;
 

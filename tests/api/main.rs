@@ -50,5 +50,6 @@ mod statements;
 mod stats;
 mod tenancy;
 mod topics;
+mod usage;
 mod webhook_loop;
 mod webhooks;

@@ -28,6 +28,14 @@ impl<'a> Operator<'a> {
         self.app.raw(method, &url, Some(&self.token), body.map(|b| b.to_string().into_bytes())).await
     }
 
+    /// The text of a GET's answer that is not JSON (a CSV export), which must be a 200.
+    pub async fn text(&self, path: &str) -> String {
+        let url = format!("{}/admin/v1/{path}", self.app.admin_address);
+        let resp = reqwest::Client::new().get(url).bearer_auth(&self.token).send().await.expect("the server answers");
+        assert_eq!(resp.status().as_u16(), 200);
+        resp.text().await.unwrap()
+    }
+
     pub async fn create_account(&self, name: &str) -> (String, String) {
         let created = self.call(Method::POST, "accounts", Some(json!({"name": name}))).await;
         let result = created.expect_ok();

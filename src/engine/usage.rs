@@ -1,0 +1,66 @@
+//! Usage: what each account's queues did, per hour, as the statements doing the work counted it
+//! (`store::usage`), read by tenants and exported by operators; its stored bytes sampled, and its age
+//! bounded, by the upkeep.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+
+use super::Engine;
+use crate::error::{ApiError, ApiResult, Kind};
+use crate::ids::{AccountId, QueueId};
+use crate::store::{self, usage::AccountUsage, usage::Granularity, usage::QueueUsage};
+
+/// How long usage is kept: thirteen months, so that a year-on-year invoice can still be made.
+pub const KEPT_DAYS: i64 = 396;
+/// How often one of the nodes samples every queue's stored bytes.
+pub const SAMPLE_SECONDS: i64 = 300;
+/// Rows of an export buffered between PostgreSQL and the client.
+const EXPORT_BUFFER: usize = 1_024;
+
+impl Engine {
+    /// The account's usage per period and queue (of one queue, even deleted, with `queue`).
+    pub async fn account_usage(
+        &self,
+        account: AccountId,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        granularity: Granularity,
+        queue: Option<QueueId>,
+    ) -> ApiResult<Vec<QueueUsage>> {
+        if let Some(queue) = queue {
+            if !store::usage::queue_known(&self.pool, account, queue).await? {
+                return Err(ApiError::new(Kind::QueueNotFound, "queue_id: the account has no such queue"));
+            }
+        }
+        Ok(store::usage::of_account(&self.pool, account, since, until, granularity, queue).await?)
+    }
+
+    /// Every account's usage per period (one account's with `account`), streamed from PostgreSQL as it
+    /// comes: the rows arrive on the receiver, and an error ends them early (logged; the client sees a
+    /// short answer).
+    pub fn export_usage(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        granularity: Granularity,
+        account: Option<AccountId>,
+    ) -> mpsc::Receiver<AccountUsage> {
+        let (sink, rows) = mpsc::channel(EXPORT_BUFFER);
+        let pool = self.pool.clone();
+        tokio::spawn(async move {
+            if let Err(err) = store::usage::export(&pool, since, until, granularity, account, sink).await {
+                tracing::error!(error = %err, "usage export ended early");
+            }
+        });
+        rows
+    }
+}
+
+/// Samples the stored bytes when this period has not been sampled, and forgets usage past `KEPT_DAYS`;
+/// part of the retention upkeep.
+pub async fn upkeep(pool: &PgPool) -> Result<(), sqlx::Error> {
+    store::usage::sample_storage(pool, SAMPLE_SECONDS).await?;
+    store::usage::forget_before(pool, Utc::now() - chrono::Duration::days(KEPT_DAYS)).await?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+//! Usage: every publish, delivery, ack, retry, dead-lettering and expiry is counted once, per account,
+//! queue and hour, in Cloudflare's operations (64 KB chunks written, read, deleted); purges are not the
+//! tenant's operations; the account reads its own, the operator exports every account's as JSON or CSV.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use skiplock::auth::{OperatorScope, Scope};
+use sqlx::PgPool;
+
+use crate::helpers::{age_messages_two_minutes, lease, new_account, spawn_app, TestApp};
+use crate::operator::Operator;
+
+/// The account's usage per queue name, summed over the periods it answers, after a fold.
+async fn usage(app: &TestApp, query: &str) -> Vec<Value> {
+    skiplock::store::counts::fold(&app.pool).await.unwrap();
+    app.get(&format!("usage{query}")).await.expect_ok().as_array().unwrap().clone()
+}
+
+fn of<'a>(rows: &'a [Value], name: &str) -> &'a Value {
+    rows.iter().find(|r| r["queue_name"] == name).unwrap_or_else(|| panic!("no usage of {name} in {rows:?}"))
+}
+
+fn figures(row: &Value, keys: &[&str]) -> Vec<i64> {
+    keys.iter().map(|k| row[*k].as_i64().unwrap_or_else(|| panic!("{k} in {row}"))).collect()
+}
+
+const MESSAGES: [&str; 6] = [
+    "messages_published",
+    "messages_delivered",
+    "messages_acked",
+    "messages_retried",
+    "messages_dead_lettered",
+    "messages_expired",
+];
+const OPERATIONS: [&str; 4] = ["operations", "write_operations", "read_operations", "delete_operations"];
+
+#[sqlx::test]
+async fn each_operation_is_counted_once_in_cloudflare_chunks_and_only_the_accounts_own(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let orders = app.pull_queue("orders", json!({"dead_letter_queue": "dlq", "settings": {"max_retries": 0}})).await;
+    let dlq = app.get("queues?name=dlq").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    // 70,000 bytes are two 64 KB chunks: two operations each time it is written, read or deleted.
+    let large = "x".repeat(70_000);
+    app.publish_texts(&orders, &["a", "b"]).await;
+    app.publish(&orders, json!({"body": large, "content_type": "text"})).await;
+    let got = app.pull(&orders, json!({"batch_size": 10})).await;
+    assert_eq!(got.len(), 3);
+    let by_body = |body: &str| got.iter().find(|m| m["body"].as_str().map(|b| b.starts_with(body)) == Some(true));
+    let (a, b, x) = (by_body("a").unwrap(), by_body("b").unwrap(), by_body("x").unwrap());
+    // b's one delivery is used up: its retry dead-letters it.
+    app.ack(&orders, &[lease(a), lease(x)], json!([{"lease_id": lease(b)}])).await;
+
+    // A retry that returns a message, then a delete for want of a dead-letter queue.
+    let plain = app.pull_queue("plain", json!({"settings": {"max_retries": 1, "visibility_timeout_ms": 1000}})).await;
+    app.publish_texts(&plain, &["r"]).await;
+    let first = app.pull(&plain, json!({})).await;
+    app.ack(&plain, &[], json!([{"lease_id": lease(&first[0]), "delay_seconds": 0}])).await;
+    let second = app.pull(&plain, json!({})).await;
+    app.ack(&plain, &[], json!([{"lease_id": lease(&second[0])}])).await;
+
+    // One expires unread; a purge is not the tenant's operation.
+    let kept = app.create_queue("kept").await;
+    app.patch(&format!("queues/{kept}"), json!({"settings": {"message_retention_period": 60}})).await.expect_ok();
+    app.publish_texts(&kept, &["old"]).await;
+    age_messages_two_minutes(&pool, &format!("queue_id = '{kept}'")).await;
+    assert_eq!(skiplock::engine::maintenance::sweep_expired(&pool).await.unwrap(), 1);
+    app.post(&format!("queues/{dlq}/purge"), json!({"delete_messages_permanently": true})).await.expect_ok();
+
+    // Another account's work is not this account's usage.
+    let (other_account, other_token) = new_account(&pool, "other", &Scope::ALL).await;
+    let other = TestApp::remote(pool.clone(), app.address.clone(), other_account, other_token);
+    let theirs = other.create_queue("orders").await;
+    other.publish_texts(&theirs, &["theirs"]).await;
+
+    let rows = usage(&app, "").await;
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    let orders_row = of(&rows, "orders");
+    assert_eq!(figures(orders_row, &MESSAGES), [3, 3, 2, 0, 1, 0]);
+    // Written 1 + 1 + 2, read the same, deleted a and x (1 + 2); b's move is the dead-letter queue's write.
+    assert_eq!(figures(orders_row, &OPERATIONS), [11, 4, 4, 3]);
+    assert_eq!(figures(orders_row, &["bytes_published", "bytes_delivered"]), [70_002, 70_002]);
+    assert_eq!(figures(of(&rows, "dlq"), &OPERATIONS), [1, 1, 0, 0], "the move is written; the purge is not counted");
+    assert_eq!(figures(of(&rows, "dlq"), &MESSAGES), [0, 0, 0, 0, 0, 0]);
+    assert_eq!(figures(of(&rows, "plain"), &MESSAGES), [1, 2, 0, 1, 1, 0]);
+    assert_eq!(figures(of(&rows, "plain"), &OPERATIONS), [4, 1, 2, 1]);
+    assert_eq!(figures(of(&rows, "kept"), &MESSAGES), [1, 0, 0, 0, 0, 1]);
+    assert_eq!(figures(of(&rows, "kept"), &OPERATIONS), [2, 1, 0, 1]);
+    assert_eq!(orders_row["queue_id"], json!(orders));
+    let today = chrono::Utc::now().format("%Y-%m-%dT00:00:00").to_string();
+    assert!(orders_row["start"].as_str().unwrap().starts_with(&today), "{orders_row}");
+
+    // Folding again adds nothing: each delta is added once.
+    assert_eq!(usage(&app, "").await, rows);
+    // One queue, by the hour; a deleted queue's usage is still the account's.
+    app.delete(&format!("queues/{orders}")).await.expect_ok();
+    let hourly = usage(&app, &format!("?granularity=hour&queue_id={orders}")).await;
+    assert_eq!(hourly.len(), 1);
+    assert_eq!(figures(&hourly[0], &OPERATIONS), [11, 4, 4, 3]);
+    // Another account's queue, and questions that make no sense, are refused saying why.
+    assert_eq!(app.get(&format!("usage?queue_id={theirs}")).await.status, 404);
+    assert!(app.get("usage?granularity=week").await.expect_error(400).contains("granularity"));
+    assert!(app.get("usage?since=2026-11-02&until=2026-11-01").await.expect_error(400).contains("since"));
+    assert!(app.get("usage?since=yesterday").await.expect_error(400).contains("since"));
+    assert!(app.get("usage?since=2026-01-01&granularity=hour").await.expect_error(400).contains("31 days"));
+
+    // The operator's export: every account, per period, as JSON or CSV.
+    let operator = Operator::new(&app, &[OperatorScope::Read]).await;
+    let all = operator.call(Method::GET, "usage?granularity=month", None).await;
+    let all = all.expect_ok().as_array().unwrap().clone();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let mine = all.iter().find(|r| r["account_id"] == json!(app.account.to_string())).unwrap();
+    assert_eq!(figures(mine, &OPERATIONS), [11 + 1 + 4 + 2, 4 + 1 + 1 + 1, 4 + 2, 3 + 1 + 1]);
+    let csv = operator.text(&format!("usage?format=csv&account_id={}", other.account)).await;
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 2, "{csv}");
+    assert!(lines[0].starts_with("account_id,start,operations,"));
+    assert!(lines[1].starts_with(&format!("{},", other.account)), "{csv}");
+    assert_eq!(lines[1].split(',').nth(2), Some("1"), "one write: {csv}");
+
+    // Stored bytes are sampled by one node per period, as byte-hours; usage older than kept is forgotten.
+    let stored = app.create_queue("stored").await;
+    app.publish(&stored, json!({"body": "y".repeat(3_600), "content_type": "text"})).await;
+    skiplock::store::counts::fold(&pool).await.unwrap();
+    sqlx::query("delete from usage_samples").execute(&pool).await.unwrap();
+    skiplock::engine::usage::upkeep(&pool).await.unwrap();
+    skiplock::engine::usage::upkeep(&pool).await.unwrap();
+    let stored_row = &usage(&app, &format!("?queue_id={stored}")).await[0];
+    let per_sample = 3_600.0 * skiplock::engine::usage::SAMPLE_SECONDS as f64 / 3_600.0;
+    assert_eq!(stored_row["storage_byte_hours"].as_f64(), Some(per_sample), "{stored_row}");
+    sqlx::query("update usage_hours set hour = hour - interval '400 days' where queue_id = $1::uuid")
+        .bind(&stored)
+        .execute(&pool)
+        .await
+        .unwrap();
+    skiplock::engine::usage::upkeep(&pool).await.unwrap();
+    let left: i64 = sqlx::query_scalar("select count(*) from usage_hours where queue_id = $1::uuid")
+        .bind(&stored)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "usage past thirteen months is removed");
+
+    // A tenant's token is not an operator's.
+    let url = format!("{}/admin/v1/usage", app.admin_address);
+    app.raw(Method::GET, &url, Some(&app.token), None).await.expect_error(401);
+}
