@@ -216,6 +216,10 @@ impl From<SettingsArgs> for Settings {
                 max_waiting_pulls: a.max_waiting_pulls,
                 max_message_bytes: a.max_message_bytes,
                 max_retention_seconds: a.max_retention_seconds,
+                // Quotas are a plan's business: a node sets none of its own.
+                max_operations_per_day: 0,
+                max_operations_per_month: 0,
+                max_stored_bytes: 0,
             },
             db_pool_size: a.db_pool_size,
             log_filter: a.log,

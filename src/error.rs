@@ -45,6 +45,8 @@ pub enum Kind {
     Conflict,
     RateLimited,
     QueueFull,
+    /// A quota of the account's plan is used up (`queue::quota`): a retry helps only once it resets.
+    QuotaExceeded,
     /// The account is suspended by the operator.
     AccountSuspended,
     /// A token used outside its `not_before`..`expires_on` window.
@@ -96,6 +98,7 @@ impl Kind {
             Kind::Conflict => (S::CONFLICT, 10000, false),
             Kind::RateLimited => (S::TOO_MANY_REQUESTS, 11013, true),
             Kind::QueueFull => (S::TOO_MANY_REQUESTS, 11013, true),
+            Kind::QuotaExceeded => (S::TOO_MANY_REQUESTS, 11017, false),
             Kind::AccountSuspended => (S::FORBIDDEN, 11016, false),
             Kind::TokenOutsideWindow => (S::UNAUTHORIZED, 10001, false),
             Kind::AddressRefused => (S::FORBIDDEN, 9109, false),

@@ -36,6 +36,10 @@ pub struct Metrics {
     pub long_poll_looks_skipped: IntCounter,
     pub long_poll_looks: IntCounter,
     pub publishes_held_back: IntCounterVec,
+    /// Usage folded by this node (summed over the nodes: every account's), by kind; no label per account.
+    pub usage_operations: IntCounterVec,
+    pub usage_messages: IntCounterVec,
+    pub quota_refusals: IntCounterVec,
     pub auth_refusals: IntCounterVec,
     pub deliveries: IntCounterVec,
     pub delivery_duration: HistogramVec,
@@ -217,6 +221,24 @@ impl Default for Metrics {
                 "skiplock_publishes_held_back_total",
                 "Publishes held back on this node by their account's publish rate, by outcome: delayed (waited for their share) or refused (429).",
                 &["outcome"],
+            ),
+            usage_operations: counter_vec(
+                &r,
+                "skiplock_usage_operations_total",
+                "Operations metered (Cloudflare's model: each 64 KB chunk of a message written, read or deleted), as this node folded them into the usage records, by kind: write, read, delete. Summed over the nodes: every account's.",
+                &["kind"],
+            ),
+            usage_messages: counter_vec(
+                &r,
+                "skiplock_usage_messages_total",
+                "Messages metered, as this node folded them into the usage records, by event: published, delivered, acked, retried, dead_lettered, expired. Summed over the nodes: every account's.",
+                &["event"],
+            ),
+            quota_refusals: counter_vec(
+                &r,
+                "skiplock_quota_refusals_total",
+                "Requests refused on this node because their account used up a quota of its plan, by quota: max_operations_per_day, max_operations_per_month, max_stored_bytes.",
+                &["quota"],
             ),
             auth_refusals: counter_vec(
                 &r,

@@ -359,6 +359,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         drain_once(&client, &dlq_id, &history, true).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let metered = metered(&cluster.url, &queue, &dlq_id).await?;
     cluster.kill().await;
     if let Some(r) = &receiver {
         let mut h = history.lock().unwrap();
@@ -371,12 +372,88 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         }
     }
     let h = history.lock().unwrap();
-    let report = check(&h, args.mode, kills, pg_restarts);
+    let mut report = check(&h, args.mode, kills, pg_restarts);
+    report.metering = Some(metering(&h, &metered));
     println!("{report}");
     if !report.passed() {
         bail!("the chaos checker found violations");
     }
     Ok(())
+}
+
+/// What the usage records say of the queue and its dead-letter queue once everything is drained, every
+/// count delta folded first (`store::usage`).
+pub(crate) struct Metered {
+    published: i64,
+    delivered: i64,
+    acked: i64,
+    dead_lettered: i64,
+    dlq_acked: i64,
+}
+
+async fn metered(url: &str, queue: &str, dlq: &str) -> anyhow::Result<Metered> {
+    let pool = sqlx::PgPool::connect(url).await?;
+    skiplock::store::counts::fold(&pool).await?;
+    let sums = "select coalesce(sum(published), 0)::int8, coalesce(sum(delivered), 0)::int8,
+                       coalesce(sum(acked), 0)::int8, coalesce(sum(dead_lettered), 0)::int8
+                from usage_hours where queue_id = $1::uuid";
+    let (published, delivered, acked, dead_lettered): (i64, i64, i64, i64) =
+        sqlx::query_as(sums).bind(queue).fetch_one(&pool).await?;
+    let (_, _, dlq_acked, _): (i64, i64, i64, i64) = sqlx::query_as(sums).bind(dlq).fetch_one(&pool).await?;
+    pool.close().await;
+    Ok(Metered { published, delivered, acked, dead_lettered, dlq_acked })
+}
+
+/// The metering's verdict: each message stored is metered as published once, whatever the kills (the
+/// messages the clients saw, every one drained at the end); each left the queue once, acked or
+/// dead-lettered; the dead-letter queue's acks are the moves into it; deliveries are at least those the
+/// clients saw (a delivery whose answer a kill cut off is still one the database made).
+pub(crate) struct Metering {
+    published: i64,
+    seen: usize,
+    delivered: i64,
+    seen_deliveries: usize,
+    acked: i64,
+    dead_lettered: i64,
+    dlq_acked: i64,
+}
+
+impl Metering {
+    fn violations(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        if self.published != self.seen as i64 {
+            found.push(format!("metered {} publishes, the clients saw {} messages", self.published, self.seen));
+        }
+        if self.acked + self.dead_lettered != self.published {
+            found.push(format!(
+                "metered {} acked and {} dead-lettered of {} published, with nothing left",
+                self.acked, self.dead_lettered, self.published
+            ));
+        }
+        if self.dlq_acked != self.dead_lettered {
+            found.push(format!(
+                "metered {} dead-lettered, {} acked from the dead-letter queue",
+                self.dead_lettered, self.dlq_acked
+            ));
+        }
+        if self.delivered < self.seen_deliveries as i64 {
+            found.push(format!("metered {} deliveries, the clients saw {}", self.delivered, self.seen_deliveries));
+        }
+        found
+    }
+}
+
+fn metering(h: &History, metered: &Metered) -> Metering {
+    let seen: HashSet<&String> = h.deliveries.iter().map(|d| &d.body).chain(h.dead_lettered.iter()).collect();
+    Metering {
+        published: metered.published,
+        seen: seen.len(),
+        delivered: metered.delivered,
+        seen_deliveries: h.deliveries.len(),
+        acked: metered.acked,
+        dead_lettered: metered.dead_lettered,
+        dlq_acked: metered.dlq_acked,
+    }
 }
 
 pub(crate) async fn backlog(client: &Client, queue: &str) -> i64 {
@@ -643,6 +720,8 @@ pub struct Report {
     pub(crate) violations: Vec<String>,
     /// The ordered mode: its keys, and what broke a key's order or its one lease at a time.
     pub(crate) order: Option<(usize, OrderViolations)>,
+    /// The usage records against what the clients saw (the runs that drain a queue).
+    pub(crate) metering: Option<Metering>,
 }
 
 /// What broke the ordered mode's rules, by rule.
@@ -666,6 +745,7 @@ impl Report {
             && self.unexpected.is_empty()
             && self.violations.is_empty()
             && self.order.as_ref().is_none_or(|(_, violations)| violations.count() == 0)
+            && self.metering.as_ref().is_none_or(|m| m.violations().is_empty())
     }
 }
 
@@ -700,6 +780,24 @@ impl std::fmt::Display for Report {
                 order.overlapping.len(),
                 order.wrong_key.len()
             )?;
+        }
+        if let Some(m) = &self.metering {
+            writeln!(
+                f,
+                "metering: {} published metered against {} messages seen (difference {}), {} acked and {} dead-lettered \
+                 metered, {} acked from the dead-letter queue, {} deliveries metered against {} the clients saw",
+                m.published,
+                m.seen,
+                m.published - m.seen as i64,
+                m.acked,
+                m.dead_lettered,
+                m.dlq_acked,
+                m.delivered,
+                m.seen_deliveries
+            )?;
+            for violation in m.violations() {
+                writeln!(f, "metering violation: {violation}")?;
+            }
         }
         for (what, list) in [
             ("lost", &self.lost),
@@ -795,6 +893,7 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
             let keys: HashSet<u64> = h.ordered.values().map(|(key, _)| *key).collect();
             (keys.len(), order_violations(h))
         }),
+        metering: None,
     }
 }
 

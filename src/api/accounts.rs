@@ -66,11 +66,29 @@ pub async fn get(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse
 }
 
 /// `GET /accounts/{id}/limits` (a skiplock extension): the account's plan and every limit it is held to,
-/// so that a client can pace itself and a user can see why a request was held back. The limits are those
-/// this node enforces, so that what the answer says is what the next request meets.
+/// and what it has used of its quotas, so that a client can pace itself and a user can see why a request
+/// was held back. The limits are those this node enforces, so that what the answer says is what the next
+/// request meets.
 pub async fn limits(state: Data, auth: Authed<TokenOnly>) -> ApiResult<HttpResponse> {
     let account = own_account(&state, auth.account_id()).await?;
-    Ok(ok(json!({ "plan": account.plan, "limits": state.limits_of(auth.account_id()) })))
+    let limits = state.limits_of(auth.account_id());
+    let standing = state.quota_standing(auth.account_id()).await?;
+    // A quota of 0 is none: shown as null, so that a client never reads it as a limit of nothing.
+    let limit = |value: i64| (value > 0).then_some(value);
+    let quotas = json!({
+        "operations_today": {
+            "used": standing.used.operations_today,
+            "limit": limit(limits.max_operations_per_day),
+            "resets_at": timestamp(standing.day_resets_at),
+        },
+        "operations_this_month": {
+            "used": standing.used.operations_this_month,
+            "limit": limit(limits.max_operations_per_month),
+            "resets_at": timestamp(standing.month_resets_at),
+        },
+        "stored_bytes": { "used": standing.used.stored_bytes, "limit": limit(limits.max_stored_bytes) },
+    });
+    Ok(ok(json!({ "plan": account.plan, "limits": limits, "quotas": quotas })))
 }
 
 /// `GET /memberships`: the token's account as an accepted membership, the shape wrangler reads; paged as

@@ -36,6 +36,7 @@ impl Engine {
     /// Applies acks and retries (already checked) to the queue. `known` is the queue's route when the
     /// caller has looked it up already (a pull); otherwise it is looked up only if a retry needs it.
     pub async fn ack(&self, queue: OwnedQueue, answers: &LeaseAnswers, known: Option<&Route>) -> ApiResult<AckOutcome> {
+        self.check_quotas(queue.account(), false)?;
         let mut warnings: BTreeMap<String, String> = BTreeMap::new();
         let mut unknown = |lease_id: &str| {
             warnings.insert(lease_id.to_owned(), "unknown lease id for this queue; nothing changed".into());

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::maintenance::{self, MessageTable, TableVacuum};
 use super::periodic::{spawn_periodic, Pace};
 use super::rotation::Rotation;
-use super::{backlog, deletion, events, gauges, shares, standing, Engine};
+use super::{backlog, deletion, events, gauges, quotas, shares, standing, Engine};
 use crate::store;
 
 /// The cadences an operator may set.
@@ -113,6 +113,9 @@ impl Engine {
             stop,
             |e| async move { e.refresh_standing().await },
         );
+        self.periodic(tasks, "reading the quotas used", Pace::Every(quotas::QUOTAS_EVERY), stop, |e| async move {
+            e.refresh_quotas().await
+        });
         let stopping = stop.clone();
         self.periodic(tasks, "deleting accounts", Pace::Every(deletion::DELETION_EVERY), stop, move |e| {
             let stopping = stopping.clone();
@@ -129,7 +132,10 @@ impl Engine {
             |e| async move { e.exchange_rate_shares().await },
         );
         self.periodic(tasks, "folding queue counts", Pace::Every(FOLD_EVERY), stop, |e| async move {
-            store::counts::fold_if_over(&e.pool, FOLD_ABOVE_BYTES).await.map(|_| ())
+            if let Some(folded) = store::counts::fold_if_over(&e.pool, FOLD_ABOVE_BYTES).await? {
+                super::usage::count_folded(&e.metrics, &folded);
+            }
+            Ok::<_, sqlx::Error>(())
         });
         self.periodic(tasks, "counting queue backlogs", Pace::Spaced(backlog::FRESH_FOR), stop, |e| async move {
             e.backlog.refresh(&e.pool).await

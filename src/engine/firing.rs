@@ -155,7 +155,7 @@ impl Engine {
         let outcome = self.publish(queue, messages).await;
         let label = match &outcome {
             Ok(_) => "published",
-            Err(err) if matches!(err.kind, Kind::RateLimited | Kind::Unavailable) => "deferred",
+            Err(err) if matches!(err.kind, Kind::RateLimited | Kind::QuotaExceeded | Kind::Unavailable) => "deferred",
             Err(_) => "failed",
         };
         self.metrics.schedule_ticks.with_label_values(&[label]).inc_by(ticks.len() as u64);
@@ -169,7 +169,7 @@ impl Engine {
             }
             // Held back past a second by the account's publish rate, or the database away: tried again once
             // the hold runs out.
-            Err(err) if matches!(err.kind, Kind::RateLimited | Kind::Unavailable) => Vec::new(),
+            Err(err) if matches!(err.kind, Kind::RateLimited | Kind::QuotaExceeded | Kind::Unavailable) => Vec::new(),
             Err(err) => {
                 // The queue is full (or went away): these ticks are skipped, and the schedules say why.
                 for t in &mut ticks {

@@ -26,6 +26,7 @@ pub mod publish;
 pub mod publisher;
 pub mod pull;
 pub mod queues;
+pub mod quotas;
 pub mod redrive;
 pub mod rotation;
 pub mod schedules;
@@ -80,6 +81,8 @@ pub struct Engine {
     pub refusal_holds: crate::auth::failures::Holds,
     /// Which accounts are suspended.
     pub standing: standing::Standing,
+    /// Which accounts have used up a quota of their plan.
+    pub quotas: quotas::Quotas,
     /// The limits in force for each account: its plan's and its own over the node's.
     pub plans: PlanBook,
     /// Each account's requests on this node, at its share of the account's rate.
@@ -124,6 +127,7 @@ impl Engine {
             addresses: Default::default(),
             refusal_holds: Default::default(),
             standing: standing::Standing::default(),
+            quotas: quotas::Quotas::default(),
             plans: PlanBook::new(limits),
             request_rate: RateLimiter::default(),
             publish_rate: RateLimiter::for_messages(),

@@ -51,6 +51,7 @@ impl Engine {
     ) -> ApiResult<(Vec<Option<usize>>, Duration)> {
         let (count, bytes) = (messages.len(), messages.iter().map(|m| m.body.len()).sum::<usize>());
         let account = targets[0].account();
+        self.check_quotas(account, true)?;
         let limits = self.limits_of(account);
         let held_back = self.hold_to_publish_rate(account, &limits, count * targets.len()).await?;
         // The backlog figure is up to about two seconds old, so a queue may overshoot its quota by that much.

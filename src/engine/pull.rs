@@ -37,6 +37,7 @@ pub struct Pulled {
 
 impl Engine {
     pub async fn pull(&self, queue: OwnedQueue, request: PullRequest) -> ApiResult<Pulled> {
+        self.check_quotas(queue.account(), false)?;
         let carries_answers = request.answers.is_some();
         let pull = Pull { queue, batch_size: request.batch_size, visibility: request.visibility_ms, carries_answers };
         // A place among the account's waiting pulls is taken first, so that a pull over the cap applies nothing.

@@ -60,7 +60,7 @@ impl Engine {
         let state = |s: &str| young.iter().find(|g| g.state == s).cloned();
         // The count deltas' half of the clock's other 10 s step is written to no more: folded and
         // truncated once (`store::counts::fold_and_truncate`).
-        counts::fold_and_truncate(&mut tx, LOCK_TIMEOUT_MS).await?;
+        let folded = counts::fold_and_truncate(&mut tx, LOCK_TIMEOUT_MS).await?;
         let turn = match (state("current"), state("draining"), state("empty")) {
             (_, Some(draining), _) => self.drain(&mut tx, &draining, rotation).await?,
             (Some(current), None, Some(empty)) if current.age_seconds >= rotation.every.as_secs_f64() => {
@@ -70,6 +70,9 @@ impl Engine {
             _ => Turn::Nothing,
         };
         tx.commit().await?;
+        if let Some((_, usage)) = folded {
+            super::usage::count_folded(&self.metrics, &usage);
+        }
         Ok(turn)
     }
 

@@ -9,7 +9,8 @@ use tokio::sync::mpsc;
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::{AccountId, QueueId};
-use crate::store::{self, usage::AccountUsage, usage::Granularity, usage::QueueUsage};
+use crate::metrics::Metrics;
+use crate::store::{self, usage::AccountUsage, usage::Granularity, usage::QueueUsage, usage::Usage};
 
 /// How long usage is kept: thirteen months, so that a year-on-year invoice can still be made.
 pub const KEPT_DAYS: i64 = 396;
@@ -63,4 +64,22 @@ pub async fn upkeep(pool: &PgPool) -> Result<(), sqlx::Error> {
     store::usage::sample_storage(pool, SAMPLE_SECONDS).await?;
     store::usage::forget_before(pool, Utc::now() - chrono::Duration::days(KEPT_DAYS)).await?;
     Ok(())
+}
+
+/// Counts the usage this node folded into the usage records in its metrics (no label per account).
+pub fn count_folded(metrics: &Metrics, usage: &Usage) {
+    for (kind, n) in [("write", usage.write_ops), ("read", usage.read_ops), ("delete", usage.delete_ops)] {
+        metrics.usage_operations.with_label_values(&[kind]).inc_by(n.max(0) as u64);
+    }
+    let events = [
+        ("published", usage.published),
+        ("delivered", usage.delivered),
+        ("acked", usage.acked),
+        ("retried", usage.retried),
+        ("dead_lettered", usage.dead_lettered),
+        ("expired", usage.expired),
+    ];
+    for (event, n) in events {
+        metrics.usage_messages.with_label_values(&[event]).inc_by(n.max(0) as u64);
+    }
 }

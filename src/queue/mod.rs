@@ -11,6 +11,7 @@ pub mod flow;
 pub mod lease;
 pub mod message;
 pub mod plan;
+pub mod quota;
 pub mod schedule;
 pub mod settings;
 pub mod topic;

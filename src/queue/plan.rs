@@ -30,6 +30,11 @@ pub struct Limits {
     pub max_message_bytes: i64,
     /// The longest a queue of the account may keep a message (its `message_retention_period`), in seconds.
     pub max_retention_seconds: i64,
+    /// Quotas (`quota`), 0 for none: operations per UTC day and month, in Cloudflare's model, and the
+    /// bytes the account's queues may store in all. Plans set them; a node's own default is none.
+    pub max_operations_per_day: i64,
+    pub max_operations_per_month: i64,
+    pub max_stored_bytes: i64,
 }
 
 impl Default for Limits {
@@ -43,6 +48,9 @@ impl Default for Limits {
             max_waiting_pulls: 1_000,
             max_message_bytes: message::MAX_MESSAGE_BYTES as i64,
             max_retention_seconds: MAX_RETENTION_SECONDS,
+            max_operations_per_day: 0,
+            max_operations_per_month: 0,
+            max_stored_bytes: 0,
         }
     }
 }
@@ -64,7 +72,7 @@ struct Field {
     set: fn(&mut Limits, i64),
 }
 
-const FIELDS: [Field; 8] = [
+const FIELDS: [Field; 11] = [
     Field { name: "rate_per_second", min: 0, max: 10_000_000, set: |l, v| l.rate_per_second = v as u32 },
     Field { name: "rate_burst", min: 0, max: 10_000_000, set: |l, v| l.rate_burst = v as u32 },
     Field {
@@ -93,6 +101,9 @@ const FIELDS: [Field; 8] = [
         max: MAX_RETENTION_SECONDS,
         set: |l, v| l.max_retention_seconds = v,
     },
+    Field { name: "max_operations_per_day", min: 0, max: i64::MAX / 2, set: |l, v| l.max_operations_per_day = v },
+    Field { name: "max_operations_per_month", min: 0, max: i64::MAX / 2, set: |l, v| l.max_operations_per_month = v },
+    Field { name: "max_stored_bytes", min: 0, max: i64::MAX / 2, set: |l, v| l.max_stored_bytes = v },
 ];
 
 /// Some of the limits, as a plan or an account's overrides set them; the others come from below.

@@ -5,6 +5,7 @@ use sqlx::{PgConnection, PgExecutor, PgPool};
 
 use crate::ids::QueueId;
 use crate::store::queues::Backlog;
+use crate::store::usage::Usage;
 
 /// A queue's figures, from the `queue_backlogs` view (its folded row plus the deltas not yet folded).
 pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog, sqlx::Error> {
@@ -33,24 +34,23 @@ pub async fn backlogs(db: impl PgExecutor<'_>, queues: &[QueueId]) -> Result<Vec
 /// delta is deleted, and so added, by one of them. Rows are upserted in queue order so that two folds
 /// never wait on each other in a cycle. A folded delete leaves the queue's oldest time possibly too
 /// early, so it marks it not exact, for `refresh_oldest`.
-pub async fn fold(pool: &PgPool) -> Result<(), sqlx::Error> {
+pub async fn fold(pool: &PgPool) -> Result<Usage, sqlx::Error> {
     fold_from(pool, "queue_count_deltas").await
 }
 
-/// `fold`, when the deltas take more than `most_bytes` on disk; whether it folded. Below that the
+/// `fold`, when the deltas take more than `most_bytes` on disk; the usage it folded, if it did. Below that the
 /// rotation's fold of each 10 s half is enough, and a busy queue's `queue_counts` row gets a version
 /// every 10 s rather than every second, which matters while a snapshot held elsewhere keeps them all.
-pub async fn fold_if_over(pool: &PgPool, most_bytes: i64) -> Result<bool, sqlx::Error> {
+pub async fn fold_if_over(pool: &PgPool, most_bytes: i64) -> Result<Option<Usage>, sqlx::Error> {
     let bytes: i64 = sqlx::query_scalar(
         "select pg_relation_size('queue_count_deltas_0') + pg_relation_size('queue_count_deltas_1')",
     )
     .fetch_one(pool)
     .await?;
     if bytes <= most_bytes {
-        return Ok(false);
+        return Ok(None);
     }
-    fold(pool).await?;
-    Ok(true)
+    fold(pool).await.map(Some)
 }
 
 /// The halves of `queue_count_deltas`, by half (migration `…01_count_deltas_in_halves`).
@@ -58,10 +58,13 @@ const HALVES: [&str; 2] = ["queue_count_deltas_0", "queue_count_deltas_1"];
 
 /// Folds the deltas of the half that writers no longer append to (the clock's other 10 s step) and
 /// truncates it, so that its space comes back whatever snapshot is held open elsewhere; the half it
-/// truncated, or None when that half is empty on disk, or in use beyond `lock_timeout_ms`, which leaves it
+/// truncated and the usage it folded, or None when that half is empty on disk, or in use beyond `lock_timeout_ms`, which leaves it
 /// for the next turn. A writer still on that half waits for the lock, or outlasts it. Runs in a savepoint
 /// of the caller's transaction.
-pub async fn fold_and_truncate(conn: &mut PgConnection, lock_timeout_ms: u32) -> Result<Option<i16>, sqlx::Error> {
+pub async fn fold_and_truncate(
+    conn: &mut PgConnection,
+    lock_timeout_ms: u32,
+) -> Result<Option<(i16, Usage)>, sqlx::Error> {
     let (half, pages): (i16, i64) = sqlx::query_as(
         "select (1 - count_delta_half())::int2, pg_relation_size(case when count_delta_half() = 0
              then 'queue_count_deltas_1' else 'queue_count_deltas_0' end::regclass)",
@@ -76,15 +79,15 @@ pub async fn fold_and_truncate(conn: &mut PgConnection, lock_timeout_ms: u32) ->
     let attempt = async {
         sqlx::query(&format!("set local lock_timeout = {lock_timeout_ms}")).execute(&mut *conn).await?;
         sqlx::query(&format!("lock table {table} in access exclusive mode")).execute(&mut *conn).await?;
-        fold_from(&mut *conn, table).await?;
+        let folded = fold_from(&mut *conn, table).await?;
         sqlx::query(&format!("truncate {table}")).execute(&mut *conn).await?;
-        Ok::<_, sqlx::Error>(())
+        Ok::<_, sqlx::Error>(folded)
     };
     match attempt.await {
-        Ok(()) => {
+        Ok(folded) => {
             sqlx::query("release savepoint folding").execute(&mut *conn).await?;
             sqlx::query("set local lock_timeout = 0").execute(&mut *conn).await?;
-            Ok(Some(half))
+            Ok(Some((half, folded)))
         }
         // lock_not_available: a fold or a writer has the half; try again at the next turn.
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
@@ -103,11 +106,24 @@ macro_rules! usage_columns {
     };
 }
 
+/// The totals of the usage columns of `folded`, named as `Usage`'s fields.
+macro_rules! usage_totals {
+    () => {
+        "coalesce(sum(published), 0)::int8 as published, coalesce(sum(published_bytes), 0)::int8 as published_bytes,
+         coalesce(sum(delivered), 0)::int8 as delivered, coalesce(sum(delivered_bytes), 0)::int8 as delivered_bytes,
+         coalesce(sum(acked), 0)::int8 as acked, coalesce(sum(retried), 0)::int8 as retried,
+         coalesce(sum(dead_lettered), 0)::int8 as dead_lettered, coalesce(sum(expired), 0)::int8 as expired,
+         coalesce(sum(write_ops), 0)::int8 as write_ops, coalesce(sum(read_ops), 0)::int8 as read_ops,
+         coalesce(sum(delete_ops), 0)::int8 as delete_ops, 0::int8 as storage_byte_seconds"
+    };
+}
+
 /// The fold of the deltas in `table` (the whole table, or one half): their counts into `queue_counts`, and
 /// their usage into `usage_hours` by the hour each was written in, in the same statement, so that usage is
-/// added once whatever crashes (the deltas it adds are deleted by the same commit).
-async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(&format!(
+/// added once whatever crashes (the deltas it adds are deleted by the same commit). Answers the usage it
+/// folded, for the node's metrics.
+async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<Usage, sqlx::Error> {
+    sqlx::query_as(&format!(
         concat!(
             "with folded as (delete from {table} returning queue_id, messages, bytes, oldest, epoch_hour, ",
             usage_columns!(),
@@ -140,20 +156,23 @@ async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<(), sqlx::Err
               sums as (
                   select queue_id, sum(messages)::int8 as messages, sum(bytes)::int8 as bytes, min(oldest) as oldest,
                          not bool_or(messages < 0) as oldest_exact
-                  from folded group by queue_id)
-         insert into queue_counts as c (queue_id, messages, bytes, oldest, oldest_exact)
-         select queue_id, messages, bytes, oldest, oldest_exact from sums order by queue_id
-         on conflict (queue_id) do update set
-             messages = c.messages + excluded.messages,
-             bytes = c.bytes + excluded.bytes,
-             oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end,
-             oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact)"
+                  from folded group by queue_id),
+              counted as (
+                  insert into queue_counts as c (queue_id, messages, bytes, oldest, oldest_exact)
+                  select queue_id, messages, bytes, oldest, oldest_exact from sums order by queue_id
+                  on conflict (queue_id) do update set
+                      messages = c.messages + excluded.messages,
+                      bytes = c.bytes + excluded.bytes,
+                      oldest = case when c.messages + excluded.messages > 0 then least(c.oldest, excluded.oldest) end,
+                      oldest_exact = c.messages + excluded.messages = 0 or (c.oldest_exact and excluded.oldest_exact))
+         select ",
+            usage_totals!(),
+            " from folded"
         ),
         table = table
     ))
-    .execute(db)
-    .await?;
-    Ok(())
+    .fetch_one(db)
+    .await
 }
 
 /// Sets the oldest publish time of every queue whose figure is not exact from its messages, forgets

@@ -8,6 +8,7 @@ use sqlx::{PgExecutor, PgPool};
 use tokio::sync::mpsc;
 
 use crate::ids::{AccountId, QueueId};
+use crate::queue::quota::Used;
 
 /// What one period of usage adds up to. Operations are Cloudflare's: each 64 KB chunk of a message
 /// written, read or deleted.
@@ -111,20 +112,35 @@ pub async fn of_account(
     .await
 }
 
-/// The account's operations since `since` (the quotas' figure).
-pub async fn operations_since(
+/// What each of `accounts` has used of its quotas: its operations since `day` and since `month` (as
+/// folded: the last seconds' deltas are not in it), and the bytes its queues store now.
+pub async fn quota_used(
     db: impl PgExecutor<'_>,
-    account: AccountId,
-    since: DateTime<Utc>,
-) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar(
-        "select coalesce(sum(u.write_ops + u.read_ops + u.delete_ops), 0)::int8
-         from usage_hours u where u.account_id = $1 and u.hour >= $2",
+    accounts: &[AccountId],
+    day: DateTime<Utc>,
+    month: DateTime<Utc>,
+) -> Result<Vec<(AccountId, Used)>, sqlx::Error> {
+    let rows: Vec<(AccountId, i64, i64, i64)> = sqlx::query_as(
+        "select a.id,
+                coalesce((select sum(u.write_ops + u.read_ops + u.delete_ops) from usage_hours u
+                          where u.account_id = a.id and u.hour >= $2), 0)::int8,
+                coalesce((select sum(u.write_ops + u.read_ops + u.delete_ops) from usage_hours u
+                          where u.account_id = a.id and u.hour >= $3), 0)::int8,
+                coalesce((select sum(b.bytes) from queues q join queue_backlogs b on b.queue_id = q.id
+                          where q.account_id = a.id), 0)::int8
+         from unnest($1::uuid[]) as a(id)",
     )
-    .bind(account)
-    .bind(since)
-    .fetch_one(db)
-    .await
+    .bind(accounts)
+    .bind(day)
+    .bind(month)
+    .fetch_all(db)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(account, today, month, stored)| {
+            (account, Used { operations_today: today, operations_this_month: month, stored_bytes: stored })
+        })
+        .collect())
 }
 
 /// Sends each account's usage per period from `since` until `until` (one account's with `account`) to

@@ -136,7 +136,7 @@ async fn the_count_deltas_half_no_longer_written_to_is_folded_and_truncated(pool
         let mut tx = pool.begin().await.unwrap();
         let truncated = skiplock::store::counts::fold_and_truncate(&mut tx, 20).await.unwrap();
         tx.commit().await.unwrap();
-        if let Some(half) = truncated {
+        if let Some((half, _)) = truncated {
             break half;
         }
         assert!(std::time::Instant::now() < deadline, "no half was folded and truncated");

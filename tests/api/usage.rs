@@ -144,3 +144,79 @@ async fn each_operation_is_counted_once_in_cloudflare_chunks_and_only_the_accoun
     let url = format!("{}/admin/v1/usage", app.admin_address);
     app.raw(Method::GET, &url, Some(&app.token), None).await.expect_error(401);
 }
+
+/// Sets the account's own limits through the operator API.
+async fn override_limits(operator: &Operator<'_>, app: &TestApp, overrides: Value) {
+    let change = json!({"limit_overrides": overrides});
+    operator.call(Method::PATCH, &format!("accounts/{}", app.account), Some(change)).await.expect_ok();
+}
+
+/// Publishes one message at a time until one is refused, within a deadline; the refusal.
+async fn publish_until_refused(app: &TestApp, queue: &str) -> crate::helpers::Resp {
+    let start = std::time::Instant::now();
+    loop {
+        let resp = app.post(&format!("queues/{queue}/messages"), json!({"body": "0123456789"})).await;
+        if resp.status != 200 {
+            return resp;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(30), "never refused");
+        skiplock::store::counts::fold(&app.pool).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[sqlx::test]
+async fn past_a_quota_the_calls_that_add_operations_are_refused_and_reads_go_on(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let operator = Operator::new(&app, &[OperatorScope::Read, OperatorScope::Write]).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["a", "b"]).await;
+    let got = app.pull(&q, json!({"batch_size": 10})).await;
+    override_limits(&operator, &app, json!({"max_operations_per_day": 6})).await;
+
+    // 2 writes and 2 reads so far: two more publishes at most, and then the day's quota is used up.
+    let refused = publish_until_refused(&app, &q).await;
+    assert_eq!((refused.status, refused.error_code()), (429, 11017), "{:?}", refused.body);
+    let message = refused.body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("max_operations_per_day") && message.contains("resets at"), "{message}");
+    let retry_after: i64 = refused.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=86_400).contains(&retry_after), "until the next UTC midnight: {retry_after}");
+    assert_eq!(refused.headers["x-should-retry"], "false");
+    // Pulls and acks add operations too; reads of settings and usage do not, and go on.
+    let pull = app.post(&format!("queues/{q}/messages/pull"), json!({})).await;
+    assert_eq!((pull.status, pull.error_code()), (429, 11017));
+    let acks = json!({"acks": [{"lease_id": lease(&got[0])}]});
+    assert_eq!(app.post(&format!("queues/{q}/messages/ack"), acks).await.status, 429);
+    app.get(&format!("queues/{q}")).await.expect_ok();
+    app.get("usage").await.expect_ok();
+    let limits = app.get("limits").await;
+    let today = &limits.expect_ok()["quotas"]["operations_today"];
+    assert_eq!(today["limit"], json!(6));
+    assert!(today["used"].as_i64().unwrap() >= 6, "{today}");
+    assert_eq!(limits.result()["quotas"]["stored_bytes"]["limit"], json!(null));
+
+    // A quota raised lets the account go on at once.
+    override_limits(&operator, &app, json!({"max_operations_per_day": null, "max_stored_bytes": 30})).await;
+    let acks = json!({"acks": [{"lease_id": lease(&got[0])}, {"lease_id": lease(&got[1])}]});
+    app.post(&format!("queues/{q}/messages/ack"), acks).await.expect_ok();
+    // Stored bytes hold publishes back, not the consumers that free them.
+    let refused = publish_until_refused(&app, &q).await;
+    assert_eq!(refused.error_code(), 11017);
+    assert!(refused.body["errors"][0]["message"].as_str().unwrap().contains("max_stored_bytes"));
+    let pulled = app.pull(&q, json!({"batch_size": 100})).await;
+    assert!(pulled.len() >= 3, "30 bytes are three messages of 10: {}", pulled.len());
+    let leases: Vec<&str> = pulled.iter().map(lease).collect();
+    app.ack(&q, &leases, json!([])).await;
+    crate::helpers::wait_until("the freed bytes let publishes in", std::time::Duration::from_secs(30), || async {
+        app.post(&format!("queues/{q}/messages"), json!({"body": "0123456789"})).await.status == 200
+    })
+    .await;
+    // The node's metrics: refusals by quota, and the operations it folded (no label per account).
+    let refusals = |quota: &str| app.metrics.quota_refusals.with_label_values(&[quota]).get();
+    assert!(refusals("max_operations_per_day") >= 3 && refusals("max_stored_bytes") >= 1);
+    let writes = || app.metrics.usage_operations.with_label_values(&["write"]).get();
+    crate::helpers::wait_until("the node's fold counts writes", std::time::Duration::from_secs(30), || async {
+        writes() > 0
+    })
+    .await;
+}
