@@ -13,7 +13,7 @@ VENV := .venv
 # migrated yet); `make lint` checks that data against the migrations (docs/testing.md, "Checked SQL").
 export SQLX_OFFLINE ?= true
 
-.PHONY: bench-flow bench-dead-receiver bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
+.PHONY: bench-usage-export bench-flow bench-dead-receiver bench-schedules soak upgrade-test bench-flood bench-cluster-rate bench-sizes bench-delete run test lint latency bench bench-quick bench-long-poll bench-horizon chaos ha-test fuzz db-up db-down venv clean
 
 # The service's database: the private cluster's `skiplock` database, or DATABASE_URL as given.
 define service_db
@@ -101,6 +101,13 @@ bench-flood:
 	@$(cluster_db)
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench flood
+
+# The operator's usage export (docs/benchmarks.md): a month of usage of 100,000 accounts (generated rows) as
+# CSV per day and per month; the time to the last byte and the node's peak memory. About a minute.
+bench-usage-export:
+	@$(cluster_db)
+	cargo build --release --quiet --workspace --bins
+	./target/release/skiplock-bench usage-export $${USAGE_EXPORT_ARGS:-}
 
 # W11 cluster-wide rate: an account on a plan of 2,000 published messages/s, through one node and then two
 # (docs/benchmarks.md, "Rates across nodes"): about a minute.

@@ -1,7 +1,7 @@
 // skiplock dashboard: session, routing and the page shell. Views live in views/*.js.
 // The API token is kept in sessionStorage only (this tab, until it closes or the user signs out);
 // it never goes into a URL, a cookie or the console.
-// A session is an account's (an `skl_` token: queues, schedules, events, topics and tokens, on the public address) or the
+// A session is an account's (an `skl_` token: queues, schedules, events, topics, tokens and usage, on the public address) or the
 // operator's (an `sko_` token: the accounts and their plans, on the operator address); each mode has
 // its own pages.
 
@@ -16,6 +16,7 @@ import { renderEvents } from './views/events.js';
 import { renderTopics } from './views/topics.js';
 import { renderTopic } from './views/topic.js';
 import { renderAudit, auditQuery } from './views/audit.js';
+import { renderUsage } from './views/usage.js';
 import { renderAccounts, renderAccount, ACCOUNT_STATUSES } from './views/operator.js';
 import { renderPlans, renderPlan } from './views/operator/plans.js';
 import { PLAN_NAME_RE } from './views/operator/plan-select.js';
@@ -303,6 +304,9 @@ function route() {
     } else if ((m = /^#\/audit(?:\?(.*))?$/.exec(hash))) {
       setNav('audit');
       cleanup = renderAudit(main, ctx, auditQuery(m[1]));
+    } else if (hash === '#/usage') {
+      setNav('usage');
+      cleanup = renderUsage(main, ctx);
     } else {
       setNav(null);
       cleanup = renderNotFound(main, ctx);

@@ -63,6 +63,7 @@ mod sizes;
 mod soak;
 mod spread;
 mod suite;
+mod usage_export;
 
 use clap::{Parser, Subcommand};
 
@@ -125,6 +126,8 @@ enum Command {
     Ha(ha::HaArgs),
     /// The soak: mixed load for an hour through node kills, a PostgreSQL restart and a held snapshot.
     Soak(soak::SoakArgs),
+    /// The operator's usage export: a month of generated usage for many accounts, as CSV; time and memory.
+    UsageExport(usage_export::UsageExportArgs),
     /// W1-W3 and W5 side by side with the raw SQL ceiling and pgmq on a private cluster.
     Suite(suite::SuiteArgs),
 }
@@ -142,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Neighbour(args) => neighbour::run(args).await,
         Command::Spread(args) => spread::run(args).await,
         Command::Flood(args) => flood::run(args).await,
+        Command::UsageExport(args) => usage_export::run(args).await,
         Command::Horizon(args) => horizon::run(args).await,
         Command::ClusterRate(args) => cluster_rate::run(args).await,
         Command::Sizes(args) => sizes::run(args).await,

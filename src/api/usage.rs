@@ -94,16 +94,25 @@ struct Period {
     granularity: Granularity,
 }
 
+/// A time a read takes: an RFC 3339 time, or a date (`YYYY-MM-DD`, midnight UTC), from 1970 to 9999.
 fn time(pairs: &[(String, String)], key: &str) -> ApiResult<Option<DateTime<Utc>>> {
     let Some(raw) = param(pairs, key) else { return Ok(None) };
-    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
-        return Ok(Some(t.with_timezone(&Utc)));
+    let is_date = raw.len() == 10
+        && raw.bytes().enumerate().all(|(i, b)| if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() });
+    let parsed = if is_date {
+        NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|t| Utc.from_utc_datetime(&t))
+    } else {
+        DateTime::parse_from_rfc3339(raw).ok().map(|t| t.with_timezone(&Utc))
+    };
+    match parsed {
+        Some(t) if (1970..=9999).contains(&t.year()) => Ok(Some(t)),
+        _ => Err(ApiError::invalid(format!(
+            "{key} must be a date (2026-11-01) or an RFC 3339 time (2026-11-01T00:00:00Z) from 1970 to 9999, got {raw:?}"
+        ))),
     }
-    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(0, 0, 0))
-        .map(|t| Some(Utc.from_utc_datetime(&t)))
-        .ok_or_else(|| ApiError::invalid(format!("{key} must be a date (2026-11-01) or an RFC 3339 time, got {raw:?}")))
 }
 
 fn period(pairs: &[(String, String)]) -> ApiResult<Period> {
@@ -219,6 +228,16 @@ pub async fn export(state: Data, _: Operated<Read>, req: HttpRequest) -> ApiResu
             let mut batch = Vec::with_capacity(ROWS_PER_CHUNK);
             let finished = rows.recv_many(&mut batch, ROWS_PER_CHUNK).await == 0;
             for row in &batch {
+                // A failure after the answer began: the body ends without its end, so that no reader takes
+                // a short export for a whole one.
+                let row = match row {
+                    Ok(row) => row,
+                    Err(err) => {
+                        tracing::error!(error = %err, "usage export ended early");
+                        let failed = std::io::Error::other("the usage export failed");
+                        return Some((Err(failed), (rows, None, sent, true)));
+                    }
+                };
                 match format {
                     Format::Csv => csv_line(row, &mut out),
                     Format::Json => {
@@ -233,7 +252,7 @@ pub async fn export(state: Data, _: Operated<Read>, req: HttpRequest) -> ApiResu
             if finished && format == Format::Json {
                 out.push_str("]}");
             }
-            Some((Ok::<_, std::convert::Infallible>(Bytes::from(out)), (rows, None, sent, finished)))
+            Some((Ok(Bytes::from(out)), (rows, None, sent, finished)))
         });
     let content_type = match format {
         Format::Csv => "text/csv; charset=utf-8",

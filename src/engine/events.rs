@@ -182,13 +182,13 @@ impl Engine {
             let mut by_queue: HashMap<QueueId, (OwnedQueue, Vec<NewMessage>)> = HashMap::new();
             for e in &taken {
                 let (account, subscription) = (e.destination.account().to_string(), e.subscription_id.to_string());
-                let queue_id = e.queue_id.to_string();
+                let queue_id = e.queue.as_ref().map(|(id, _)| id.to_string());
+                let queue = e.queue.as_ref().zip(queue_id.as_deref()).map(|((_, name), id)| (id, name.as_str()));
                 let occurred = Occurred {
                     event: &e.event,
                     account: &account,
                     subscription: &subscription,
-                    queue_id: &queue_id,
-                    queue_name: &e.queue_name,
+                    queue,
                     at: e.occurred_at,
                 };
                 let body = event::envelope(&occurred, e.payload.clone());

@@ -13,7 +13,7 @@ use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
 use crate::queue::plan::Limits;
-use crate::queue::quota::{self, Exceeded, Used};
+use crate::queue::quota::{self, Crossing, Exceeded, Used};
 use crate::store;
 
 /// How often each node reads what its accounts with quotas have used.
@@ -26,6 +26,8 @@ pub struct Quotas {
     /// What each account with quotas that this node serves has used, as last read; held against its
     /// limits at each request, so that a quota raised or removed lets it go at once.
     used: RwLock<HashMap<AccountId, Used>>,
+    /// The crossings this node has recorded (or found recorded), so that each is written once.
+    told: Mutex<HashSet<(AccountId, Crossing)>>,
 }
 
 impl Quotas {
@@ -85,7 +87,49 @@ impl Engine {
         } else {
             store::usage::quota_used(&self.pool, &accounts, quota::day_start(now), quota::month_start(now)).await?
         };
+        for (account, used) in &used {
+            self.tell_crossings(*account, used, now).await?;
+        }
         *self.quotas.used.write().expect("quotas lock") = used.into_iter().collect();
+        Ok(())
+    }
+
+    /// Records `quota.warning` at 80% of a quota and `quota.exceeded` at 100%, once per quota and period
+    /// across the nodes, for the account's subscriptions that ask for them.
+    async fn tell_crossings(&self, account: AccountId, used: &Used, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
+        for crossing in quota::crossings(&self.limits_of(account), used, now) {
+            if self.quotas.told.lock().expect("quotas lock").contains(&(account, crossing)) {
+                continue;
+            }
+            let event = if crossing.percent >= 100 { "quota.exceeded" } else { "quota.warning" };
+            let resets_at = match crossing.quota {
+                quota::Quota::OperationsPerDay => Some(quota::next_day(now)),
+                quota::Quota::OperationsPerMonth => Some(quota::next_month(now)),
+                quota::Quota::StoredBytes => None,
+            };
+            let payload = serde_json::json!({
+                "quota": crossing.quota.name(),
+                "percent": crossing.percent,
+                "limit": crossing.limit,
+                "used": crossing.used,
+                "resetsAt": resets_at.map(crate::queue::event::timestamp),
+            });
+            let name = crossing.quota.name();
+            store::events::record_quota(
+                &self.pool,
+                account,
+                name,
+                crossing.period_start,
+                crossing.percent,
+                event,
+                &payload,
+            )
+            .await?;
+            let mut told = self.quotas.told.lock().expect("quotas lock");
+            // Crossings of periods past are forgotten, so that the set stays as small as the accounts held.
+            told.retain(|(_, c)| c.period_start >= quota::month_start(now));
+            told.insert((account, crossing));
+        }
         Ok(())
     }
 

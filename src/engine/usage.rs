@@ -38,31 +38,28 @@ impl Engine {
     }
 
     /// Every account's usage per period (one account's with `account`), streamed from PostgreSQL as it
-    /// comes: the rows arrive on the receiver, and an error ends them early (logged; the client sees a
-    /// short answer).
+    /// comes: the rows arrive on the receiver, and an error, if any, is the last thing to arrive.
     pub fn export_usage(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
         granularity: Granularity,
         account: Option<AccountId>,
-    ) -> mpsc::Receiver<AccountUsage> {
+    ) -> mpsc::Receiver<Result<AccountUsage, sqlx::Error>> {
         let (sink, rows) = mpsc::channel(EXPORT_BUFFER);
         let pool = self.pool.clone();
-        tokio::spawn(async move {
-            if let Err(err) = store::usage::export(&pool, since, until, granularity, account, sink).await {
-                tracing::error!(error = %err, "usage export ended early");
-            }
-        });
+        tokio::spawn(async move { store::usage::export(&pool, since, until, granularity, account, sink).await });
         rows
     }
 }
 
-/// Samples the stored bytes when this period has not been sampled, and forgets usage past `KEPT_DAYS`;
-/// part of the retention upkeep.
+/// Samples the stored bytes when this period has not been sampled, and forgets usage past `KEPT_DAYS` and
+/// quota crossings of periods long over; part of the retention upkeep.
 pub async fn upkeep(pool: &PgPool) -> Result<(), sqlx::Error> {
     store::usage::sample_storage(pool, SAMPLE_SECONDS).await?;
     store::usage::forget_before(pool, Utc::now() - chrono::Duration::days(KEPT_DAYS)).await?;
+    // A quota's crossings are told once per period: a month and a little is as far back as one looks.
+    store::events::forget_quota_notices(pool, Utc::now() - chrono::Duration::days(40)).await?;
     Ok(())
 }
 

@@ -22,16 +22,22 @@ pub enum EventType {
     BacklogOverThreshold,
     /// A redrive out of the queue finished.
     RedriveFinished,
+    /// The account used 80% of a quota of its plan (an event of the account, not of a queue).
+    QuotaWarning,
+    /// The account used up a quota of its plan.
+    QuotaExceeded,
 }
 
 impl EventType {
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 8] = [
         Self::ConsumerFailing,
         Self::ConsumerRecovered,
         Self::ConsumerDisabled,
         Self::MessagesDeadLettered,
         Self::BacklogOverThreshold,
         Self::RedriveFinished,
+        Self::QuotaWarning,
+        Self::QuotaExceeded,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -42,6 +48,8 @@ impl EventType {
             Self::MessagesDeadLettered => "messages.dead_lettered",
             Self::BacklogOverThreshold => "backlog.over_threshold",
             Self::RedriveFinished => "redrive.finished",
+            Self::QuotaWarning => "quota.warning",
+            Self::QuotaExceeded => "quota.exceeded",
         }
     }
 
@@ -102,6 +110,12 @@ pub fn check_events(raw: &[String], source_type: &str, threshold: Option<i64>) -
         events.push(e);
     }
     let backlog = events.contains(&EventType::BacklogOverThreshold);
+    let of_account = events.iter().any(|e| matches!(e, EventType::QuotaWarning | EventType::QuotaExceeded));
+    if of_account && source_type != EVERY_QUEUE {
+        return Err(invalid(format!(
+            "quota.warning and quota.exceeded are events of the account: use a {EVERY_QUEUE:?} source"
+        )));
+    }
     match threshold {
         Some(t) if t < 1 => Err(invalid(format!("source.backlog_threshold must be at least 1, got {t}"))),
         Some(_) if !backlog => Err(invalid(
@@ -126,8 +140,8 @@ pub struct Occurred<'a> {
     pub event: &'a str,
     pub account: &'a str,
     pub subscription: &'a str,
-    pub queue_id: &'a str,
-    pub queue_name: &'a str,
+    /// The queue it happened to; None for an event of the account (a quota's).
+    pub queue: Option<(&'a str, &'a str)>,
     pub at: DateTime<Utc>,
 }
 
@@ -136,7 +150,10 @@ pub struct Occurred<'a> {
 pub fn envelope(o: &Occurred<'_>, payload: Value) -> Value {
     json!({
         "type": format!("skiplock.queues.{}", o.event),
-        "source": {"type": ONE_QUEUE, "queueId": o.queue_id, "queueName": o.queue_name},
+        "source": match o.queue {
+            Some((id, name)) => json!({"type": ONE_QUEUE, "queueId": id, "queueName": name}),
+            None => json!({"type": EVERY_QUEUE}),
+        },
         "payload": payload,
         "metadata": {
             "accountId": o.account,
@@ -176,18 +193,21 @@ mod tests {
     #[test]
     fn the_envelope_is_cloudflares() {
         let at = DateTime::parse_from_rfc3339("2026-11-30T08:00:00Z").unwrap().with_timezone(&Utc);
-        let o = Occurred {
-            event: "consumer.failing",
-            account: "a",
-            subscription: "s",
-            queue_id: "q",
-            queue_name: "orders",
-            at,
-        };
+        let o =
+            Occurred { event: "consumer.failing", account: "a", subscription: "s", queue: Some(("q", "orders")), at };
         let e = envelope(&o, json!({"consecutiveFailures": 5}));
         assert_eq!(e["type"], "skiplock.queues.consumer.failing");
         assert_eq!(e["source"]["queueName"], "orders");
         assert_eq!(e["metadata"]["eventTimestamp"], "2026-11-30T08:00:00.000Z");
         assert_eq!(e["metadata"]["eventSchemaVersion"], 1);
+        let quota = envelope(&Occurred { event: "quota.warning", queue: None, ..o }, json!({}));
+        assert_eq!(quota["source"], json!({"type": "queues"}), "an event of the account names no queue");
+    }
+
+    #[test]
+    fn quota_events_are_the_accounts() {
+        let quota = vec!["quota.exceeded".to_owned()];
+        assert!(check_events(&quota, ONE_QUEUE, None).unwrap_err().message.contains("events of the account"));
+        assert_eq!(check_events(&quota, EVERY_QUEUE, None), Ok(vec![EventType::QuotaExceeded]));
     }
 }

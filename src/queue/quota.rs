@@ -6,7 +6,7 @@ use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use super::plan::Limits;
 
 /// One of the quotas a plan may set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Quota {
     OperationsPerDay,
     OperationsPerMonth,
@@ -94,6 +94,36 @@ pub fn exceeded(limits: &Limits, used: &Used, now: DateTime<Utc>) -> Vec<Exceede
     over
 }
 
+/// A share of a quota an account crossed: 80 or 100 percent of it, in the period from `period_start`
+/// (stored bytes have no period: a crossing is told once a day at most).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Crossing {
+    pub quota: Quota,
+    pub percent: i16,
+    pub period_start: DateTime<Utc>,
+    pub limit: i64,
+    pub used: i64,
+}
+
+/// The percents of its quotas that `used` has reached: 80, and 100 as well once a quota is used up.
+pub fn crossings(limits: &Limits, used: &Used, now: DateTime<Utc>) -> Vec<Crossing> {
+    let quotas = [
+        (Quota::OperationsPerDay, limits.max_operations_per_day, used.operations_today, day_start(now)),
+        (Quota::OperationsPerMonth, limits.max_operations_per_month, used.operations_this_month, month_start(now)),
+        (Quota::StoredBytes, limits.max_stored_bytes, used.stored_bytes, day_start(now)),
+    ];
+    let mut crossed = Vec::new();
+    for (quota, limit, used, period_start) in quotas {
+        for percent in [80i16, 100] {
+            // Whole-number arithmetic: 80% of a limit of 10 is 8 operations, not 7.999.
+            if limit > 0 && used as i128 * 100 >= limit as i128 * percent as i128 {
+                crossed.push(Crossing { quota, percent, period_start, limit, used });
+            }
+        }
+    }
+    crossed
+}
+
 /// The start of the UTC day of `now`.
 pub fn day_start(now: DateTime<Utc>) -> DateTime<Utc> {
     Utc.from_utc_datetime(&now.date_naive().and_hms_opt(0, 0, 0).expect("midnight exists"))
@@ -136,6 +166,32 @@ mod tests {
         assert_eq!(next_month(at("2026-01-31T12:00:00Z")), at("2026-02-01T00:00:00Z"));
         assert_eq!(next_day(at("2026-02-28T00:00:00Z")), at("2026-03-01T00:00:00Z"));
         assert!(!any(&Limits::default()), "no quota unless a plan sets one");
+    }
+
+    #[test]
+    fn a_quota_is_crossed_at_80_and_at_100_percent_once_per_period() {
+        let limits = Limits { max_operations_per_day: 10, max_operations_per_month: 1_000, ..Limits::default() };
+        let now = at("2026-11-30T12:00:00Z");
+        assert!(crossings(&limits, &Used { operations_today: 7, ..Used::default() }, now).is_empty());
+        let at_80 = crossings(&limits, &Used { operations_today: 8, operations_this_month: 8, ..Used::default() }, now);
+        assert_eq!(at_80.len(), 1);
+        assert_eq!(
+            (at_80[0].quota, at_80[0].percent, at_80[0].period_start),
+            (Quota::OperationsPerDay, 80, at("2026-11-30T00:00:00Z"))
+        );
+        let all =
+            crossings(&limits, &Used { operations_today: 10, operations_this_month: 1_000, ..Used::default() }, now);
+        let percents: Vec<(Quota, i16)> = all.iter().map(|c| (c.quota, c.percent)).collect();
+        assert_eq!(
+            percents,
+            [
+                (Quota::OperationsPerDay, 80),
+                (Quota::OperationsPerDay, 100),
+                (Quota::OperationsPerMonth, 80),
+                (Quota::OperationsPerMonth, 100)
+            ]
+        );
+        assert_eq!(all[2].period_start, at("2026-11-01T00:00:00Z"));
     }
 
     #[test]

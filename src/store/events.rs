@@ -305,10 +305,53 @@ pub struct PendingEvent {
     pub subscription_id: SubscriptionId,
     pub destination: OwnedQueue,
     pub event: String,
-    pub queue_id: QueueId,
-    pub queue_name: String,
+    /// The queue it happened to, as named then; None for an event of the account.
+    pub queue: Option<(QueueId, String)>,
     pub payload: Value,
     pub occurred_at: DateTime<Utc>,
+}
+
+/// Records that `account` used `percent` (80 or 100) of `quota` in the period from `period_start`, and
+/// the event `event` for every enabled subscription of the account's queues as a whole that asks for it,
+/// in one statement: once per account, quota, period and percent, whichever node saw it first. Answers
+/// whether this call recorded it.
+pub async fn record_quota(
+    pool: &PgPool,
+    account: AccountId,
+    quota: &str,
+    period_start: DateTime<Utc>,
+    percent: i16,
+    event: &str,
+    payload: &Value,
+) -> Result<bool, sqlx::Error> {
+    let noticed: Option<bool> = sqlx::query_scalar(
+        "with noticed as (
+             insert into quota_notices (account_id, quota, period_start, percent) values ($1, $2, $3, $4)
+             on conflict do nothing returning account_id),
+         recorded as (
+             insert into event_outbox (account_id, subscription_id, destination_queue_id, event, queue_id,
+                                       queue_name, payload)
+             select s.account_id, s.id, s.destination_queue_id, $5, null, null, $6
+             from event_subscriptions s join noticed n on n.account_id = s.account_id
+             where s.enabled and $5 = any(s.events) and s.queue_id is null
+             order by s.id)
+         select true from noticed",
+    )
+    .bind(account)
+    .bind(quota)
+    .bind(period_start)
+    .bind(percent)
+    .bind(event)
+    .bind(payload)
+    .fetch_optional(pool)
+    .await?;
+    Ok(noticed.is_some())
+}
+
+/// Forgets the quota crossings recorded before `before` (their periods are over).
+pub async fn forget_quota_notices(pool: &PgPool, before: DateTime<Utc>) -> Result<u64, sqlx::Error> {
+    let gone = sqlx::query("delete from quota_notices where period_start < $1").bind(before).execute(pool).await?;
+    Ok(gone.rows_affected())
 }
 
 /// Whether any recorded event waits to be published.
@@ -338,8 +381,9 @@ pub async fn take(conn: &mut PgConnection, limit: i64) -> Result<Vec<PendingEven
                 QueueId(row.get("destination_queue_id")),
             ),
             event: row.get("event"),
-            queue_id: QueueId(row.get("queue_id")),
-            queue_name: row.get("queue_name"),
+            queue: row
+                .get::<Option<Uuid>, _>("queue_id")
+                .map(|id| (QueueId(id), row.get::<Option<String>, _>("queue_name").unwrap_or_default())),
             payload: row.get("payload"),
             occurred_at: row.get("occurred_at"),
         })

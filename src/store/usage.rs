@@ -145,15 +145,16 @@ pub async fn quota_used(
 
 /// Sends each account's usage per period from `since` until `until` (one account's with `account`) to
 /// `sink`, in account and period order, as PostgreSQL produces it: nothing is held beyond the channel's
-/// room. Stops early, without error, when the receiver is gone. Across accounts: the operator's export.
+/// room. An error ends the rows with it, so that the reader knows the export is short; a receiver gone
+/// stops the export. Across accounts: the operator's export.
 pub async fn export(
     pool: &PgPool,
     since: DateTime<Utc>,
     until: DateTime<Utc>,
     granularity: Granularity,
     account: Option<AccountId>,
-    sink: mpsc::Sender<AccountUsage>,
-) -> Result<(), sqlx::Error> {
+    sink: mpsc::Sender<Result<AccountUsage, sqlx::Error>>,
+) {
     let query = concat!(
         "select u.account_id, date_trunc($3, u.hour, 'UTC') as start, ",
         usage_sums!(),
@@ -169,12 +170,17 @@ pub async fn export(
         .bind(granularity.unit())
         .bind(account)
         .fetch(pool);
-    while let Some(row) = rows.try_next().await? {
-        if sink.send(row).await.is_err() {
-            break;
+    loop {
+        let next = match rows.try_next().await {
+            Ok(Some(row)) => Ok(row),
+            Ok(None) => return,
+            Err(err) => Err(err),
+        };
+        let failed = next.is_err();
+        if sink.send(next).await.is_err() || failed {
+            return;
         }
     }
-    Ok(())
 }
 
 /// Adds each queue's stored bytes times the sampling period to the current hour's byte-seconds, when no node has sampled this `period_seconds` period yet; whether this call sampled.

@@ -8,8 +8,8 @@ use crate::helpers::spawn_app_dispatching;
 /// the audit log (tests/e2e/audit.test.mjs), a webhook consumer's attempt log, health and test send
 /// (tests/e2e/attempts.test.mjs; the node dispatches), and the operator view on the admin address
 /// (tests/e2e/operator.test.mjs, plans.test.mjs, deletion.test.mjs), and event subscriptions created,
-/// disabled and deleted (tests/e2e/events.test.mjs), and a topic bound, tried, published to and deleted
-/// (tests/e2e/topics.test.mjs).
+/// disabled and deleted (tests/e2e/events.test.mjs), a topic bound, tried, published to and deleted
+/// (tests/e2e/topics.test.mjs), and the usage page with its quotas (tests/e2e/usage.test.mjs).
 /// Screenshots land in tests/e2e/artifacts/.
 #[sqlx::test]
 async fn the_dashboard_works_end_to_end_in_a_real_browser(pool: PgPool) {

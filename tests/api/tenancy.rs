@@ -29,6 +29,8 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::GET, "tokens".to_owned()),
         (Method::GET, "limits".to_owned()),
         (Method::GET, "audit_logs".to_owned()),
+        (Method::GET, "usage".to_owned()),
+        (Method::GET, format!("usage?queue_id={theirs}")),
         (Method::GET, "event_subscriptions/subscriptions".to_owned()),
         (Method::POST, "event_subscriptions/subscriptions".to_owned()),
     ] {
@@ -76,6 +78,8 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
         (Method::POST, format!("queues/{theirs}/messages/purge"), body(json!({"refs": []}))),
         (Method::POST, format!("queues/{theirs}/redrive"), body(json!({}))),
         (Method::GET, format!("queues/{theirs}/redrive"), None),
+        (Method::GET, format!("usage?queue_id={theirs}"), None),
+        (Method::GET, format!("usage?queue_id={theirs}&granularity=hour"), None),
     ] {
         let resp = app.raw(method.clone(), &format!("{mine}/{path}"), Some(&token), payload).await;
         resp.expect_error(404);
@@ -214,6 +218,9 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 (Method::GET, "tokens".into(), json!(null)),
                 (Method::GET, "limits".into(), json!(null)),
                 (Method::GET, "audit_logs".into(), json!(null)),
+                (Method::GET, "usage".into(), json!(null)),
+                (Method::GET, "usage?granularity=hour".into(), json!(null)),
+                (Method::GET, format!("usage?queue_id={q}"), json!(null)),
                 (Method::POST, "tokens".into(), json!({"name": "t", "scopes": ["queues_read"]})),
                 (Method::DELETE, format!("tokens/{victim_token}"), json!(null)),
                 (Method::GET, "event_subscriptions/subscriptions".into(), json!(null)),
@@ -271,18 +278,20 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                 let resp = app.raw(method.clone(), &format!("{prefix}/{path}"), Some(&token), body).await;
                 tried += 1;
                 assert!(resp.status < 500, "{method} {prefix}/{path} with {scopes:?}: {} {}", resp.status, resp.body);
+                // Mallory's own usage is hers to read; of the victim's queue, it is a 404.
                 let on_own_collection = prefix.contains(&mallory.to_string())
-                    && matches!(
-                        path.split('?').next().unwrap(),
-                        "queues"
-                            | "stats/queues"
-                            | "tokens"
-                            | "limits"
-                            | "audit_logs"
-                            | "event_subscriptions/subscriptions"
-                            | "schedules"
-                            | "topics"
-                    );
+                    && (matches!(path.as_str(), "usage" | "usage?granularity=hour")
+                        || matches!(
+                            path.split('?').next().unwrap(),
+                            "queues"
+                                | "stats/queues"
+                                | "tokens"
+                                | "limits"
+                                | "audit_logs"
+                                | "event_subscriptions/subscriptions"
+                                | "schedules"
+                                | "topics"
+                        ));
                 if !on_own_collection {
                     assert!(resp.status >= 400, "{method} {prefix}/{path} with {scopes:?} succeeded: {}", resp.body);
                 } else if resp.status == 200 {
@@ -299,7 +308,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 71);
+    assert_eq!(tried, 8 * 2 * 74);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");
@@ -361,6 +370,8 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::GET, admin("plans/default"), json!(null)),
         (Method::GET, admin("audit_logs"), json!(null)),
         (Method::GET, admin(&format!("audit_logs?account_id={victim}")), json!(null)),
+        (Method::GET, admin("usage"), json!(null)),
+        (Method::GET, admin(&format!("usage?format=csv&account_id={victim}")), json!(null)),
     ];
     let tenant = |path: &str| format!("{}/client/v4/accounts/{victim}/{path}", app.address);
     let tenant_routes: Vec<(Method, String, serde_json::Value)> = vec![
@@ -373,6 +384,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
         (Method::GET, tenant("tokens"), json!(null)),
         (Method::GET, tenant("limits"), json!(null)),
         (Method::GET, tenant("audit_logs"), json!(null)),
+        (Method::GET, tenant("usage"), json!(null)),
         (Method::POST, tenant("tokens"), json!({"name": "t", "scopes": ["queues_read"]})),
         (Method::DELETE, tenant(&format!("tokens/{victim_token}")), json!(null)),
     ];
@@ -410,7 +422,7 @@ async fn the_operator_api_and_the_tenant_api_refuse_each_others_tokens(pool: PgP
     let cross = vec![(Method::DELETE, admin(&format!("accounts/{other}/tokens/{victim_token}")), json!(null))];
     try_all(Some(writer), cross, "an operator token on another account's path".into()).await;
     tried += 1;
-    assert_eq!(tried, 17 + 8 * 17 + 10 + 3 * 11 + 1);
+    assert_eq!(tried, 19 + 8 * 19 + 10 + 3 * 12 + 1);
     // Nothing changed.
     assert_eq!(app.backlog(&q).await, 1);
     assert_eq!(app.get("tokens").await.expect_ok().as_array().unwrap().len(), 1);

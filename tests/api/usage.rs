@@ -101,10 +101,17 @@ async fn each_operation_is_counted_once_in_cloudflare_chunks_and_only_the_accoun
     assert!(app.get("usage?granularity=week").await.expect_error(400).contains("granularity"));
     assert!(app.get("usage?since=2026-11-02&until=2026-11-01").await.expect_error(400).contains("since"));
     assert!(app.get("usage?since=yesterday").await.expect_error(400).contains("since"));
+    // Only YYYY-MM-DD dates of years PostgreSQL and people use: no signed, short or padded forms.
+    for since in ["-4714-11-24", "2026-1-1", "+2026-11-01", "%202026-11-01", "0900-01-01"] {
+        let refused = app.get(&format!("usage?since={since}&until=2026-11-25")).await;
+        assert!(refused.expect_error(400).contains("from 1970 to 9999"), "{since}");
+    }
     assert!(app.get("usage?since=2026-01-01&granularity=hour").await.expect_error(400).contains("31 days"));
 
     // The operator's export: every account, per period, as JSON or CSV.
     let operator = Operator::new(&app, &[OperatorScope::Read]).await;
+    let short = operator.call(Method::GET, "usage?since=-5000-01-01", None).await;
+    assert!(short.expect_error(400).contains("since"), "refused before any row is sent");
     let all = operator.call(Method::GET, "usage?granularity=month", None).await;
     let all = all.expect_ok().as_array().unwrap().clone();
     assert_eq!(all.len(), 2, "{all:?}");
@@ -145,6 +152,26 @@ async fn each_operation_is_counted_once_in_cloudflare_chunks_and_only_the_accoun
     app.raw(Method::GET, &url, Some(&app.token), None).await.expect_error(401);
 }
 
+/// Pulls and acks the events in `queue` until `count` have come (by percent), within a deadline.
+async fn quota_events(app: &TestApp, queue: &str, count: usize) -> Vec<Value> {
+    let mut got: Vec<Value> = Vec::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while got.len() < count {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {count} quota events: {got:?}");
+        let pulled = app.pull(queue, json!({"batch_size": 100})).await;
+        if !pulled.is_empty() {
+            app.ack(queue, &pulled.iter().map(lease).collect::<Vec<_>>(), json!([])).await;
+        }
+        for m in &pulled {
+            let body = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, m["body"].as_str().unwrap());
+            got.push(serde_json::from_slice(&body.unwrap()).unwrap());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    got.sort_by_key(|e| e["payload"]["percent"].as_i64());
+    got
+}
+
 /// Sets the account's own limits through the operator API.
 async fn override_limits(operator: &Operator<'_>, app: &TestApp, overrides: Value) {
     let change = json!({"limit_overrides": overrides});
@@ -170,6 +197,11 @@ async fn past_a_quota_the_calls_that_add_operations_are_refused_and_reads_go_on(
     let app = spawn_app(pool.clone()).await;
     let operator = Operator::new(&app, &[OperatorScope::Read, OperatorScope::Write]).await;
     let q = app.pull_queue("orders", json!({})).await;
+    // Crossing 80% and 100% of a quota are events of the account, for a subscription to every queue.
+    let alerts = app.pull_queue("alerts", json!({})).await;
+    let subscription = json!({"name": "quotas", "source": {"type": "queues"}, "events": ["quota.warning", "quota.exceeded"],
+                              "destination": {"type": "queues.queue", "queue_id": alerts}});
+    app.post("event_subscriptions/subscriptions", subscription).await.expect_ok();
     app.publish_texts(&q, &["a", "b"]).await;
     let got = app.pull(&q, json!({"batch_size": 10})).await;
     override_limits(&operator, &app, json!({"max_operations_per_day": 6})).await;
@@ -197,6 +229,27 @@ async fn past_a_quota_the_calls_that_add_operations_are_refused_and_reads_go_on(
 
     // A quota raised lets the account go on at once.
     override_limits(&operator, &app, json!({"max_operations_per_day": null, "max_stored_bytes": 30})).await;
+    let told = quota_events(&app, &alerts, 2).await;
+    let kinds: Vec<(&str, &str, i64)> = told
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap(),
+                e["payload"]["quota"].as_str().unwrap(),
+                e["payload"]["percent"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("skiplock.queues.quota.warning", "max_operations_per_day", 80),
+            ("skiplock.queues.quota.exceeded", "max_operations_per_day", 100)
+        ],
+        "each crossing once: {told:?}"
+    );
+    assert_eq!(told[1]["source"], json!({"type": "queues"}));
+    assert_eq!(told[1]["payload"]["limit"], json!(6));
     let acks = json!({"acks": [{"lease_id": lease(&got[0])}, {"lease_id": lease(&got[1])}]});
     app.post(&format!("queues/{q}/messages/ack"), acks).await.expect_ok();
     // Stored bytes hold publishes back, not the consumers that free them.
@@ -207,7 +260,12 @@ async fn past_a_quota_the_calls_that_add_operations_are_refused_and_reads_go_on(
     assert!(pulled.len() >= 3, "30 bytes are three messages of 10: {}", pulled.len());
     let leases: Vec<&str> = pulled.iter().map(lease).collect();
     app.ack(&q, &leases, json!([])).await;
+    // The stored-bytes quota's own events land in alerts too: consumed, their bytes go as well.
     crate::helpers::wait_until("the freed bytes let publishes in", std::time::Duration::from_secs(30), || async {
+        let events = app.pull(&alerts, json!({"batch_size": 100})).await;
+        if !events.is_empty() {
+            app.ack(&alerts, &events.iter().map(lease).collect::<Vec<_>>(), json!([])).await;
+        }
         app.post(&format!("queues/{q}/messages"), json!({"body": "0123456789"})).await.status == 200
     })
     .await;

@@ -84,7 +84,7 @@ test('events: a subscription created through the form, listed, disabled, enabled
       // Every event type the server takes, in its order, consumer.disabled among them.
       await eventBox(page, 'consumer.disabled').waitFor();
       assert.deepEqual(await page.getByRole('group', { name: 'Events', exact: true }).getByRole('checkbox').evaluateAll((boxes) => boxes.map((b) => b.value)),
-        ['consumer.failing', 'consumer.recovered', 'consumer.disabled', 'messages.dead_lettered', 'backlog.over_threshold', 'redrive.finished']);
+        ['consumer.failing', 'consumer.recovered', 'consumer.disabled', 'messages.dead_lettered', 'backlog.over_threshold', 'redrive.finished', 'quota.warning', 'quota.exceeded']);
       assert.match(await page.getByRole('group', { name: 'Events', exact: true }).textContent(), /consumer\.disabled.*disable_after_hours and was disabled/s);
     });
 

@@ -178,7 +178,7 @@ test('plans: create one, change it, put an account on it; the tenant sees its li
       await waitForText(panel.locator('p', { hasText: 'Plan:' }), `Plan: ${planName}`);
       await waitForText(limitLine(panel, 'publish_rate_per_second'), PUBLISH_WORDS);
       await waitForText(limitLine(panel, 'max_queues_per_account'), 'Queues: up to 3 in the account');
-      assert.equal(await panel.locator('li').count(), 8, 'every limit is said');
+      assert.equal(await panel.locator('li').count(), 11, 'every limit is said');
       await shot(tp, 'tenant-plan-and-limits.png', { fullPage: true });
     });
 

@@ -30,6 +30,11 @@ They keep the run meaningful without changing what the server is asked to accept
   renames, suspends and resumes it and issues and revokes its tokens, so that entries are checked against
   the AuditLog schema on the filtered read too (the unfiltered read answers every account's). Malformed ones
   are left for the server to refuse.
+- `GET /usage` takes `since` before `until` (by default the start of this month and now), a rule between
+  two values and the clock that the schema cannot state: a well-formed generated period that breaks it is
+  moved by whole days to a recent one (usage_period.py says how); malformed values are left for the server
+  to refuse. Its CSV answer (`format=csv`, text/csv) is read as text, so that the document's pattern for
+  it is checked: Schemathesis has no reader of its own for text/csv and would skip it.
 Nothing else needs steering: suspending, renaming or resuming the account under test, and changing its
 limits or the default plan's, only affect the tenant API, and the run's own operator token cannot be
 revoked through this API.
@@ -44,6 +49,7 @@ import schemathesis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from token_window import keep_token_condition_valid, keep_token_window_valid  # noqa: E402
+from usage_period import keep_usage_period_valid  # noqa: E402
 
 # A plan's name, as the server checks it (src/queue/plan.rs).
 PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -155,6 +161,13 @@ def _remember_accounts(response, method: str, path: str):
                 DELETED_SINCE_LAST_CREATE.append(account_id)
 
 
+@schemathesis.deserializer("text/csv")
+def csv_as_text(ctx, response):
+    """The usage export's CSV as its text, so that the document's pattern for it is checked (Schemathesis
+    skips the schema of a media type it has no deserializer for)."""
+    return response.content.decode("utf-8")
+
+
 @schemathesis.hook
 def before_call(context, case, kwargs):
     method = case.operation.method.lower()
@@ -176,6 +189,8 @@ def before_call(context, case, kwargs):
             params["plan_name"] = DEFAULT_PLAN
     _steer_account_deletion(case, method, path)
     _steer_audit_account(case, method, path)
+    if method == "get" and path == "/admin/v1/usage":
+        keep_usage_period_valid(case.query)
 
 
 @schemathesis.hook

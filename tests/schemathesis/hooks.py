@@ -37,6 +37,13 @@ They keep the run meaningful without changing what the server is asked to accept
   object's keys that OpenAPI 3.0 cannot state. A generated name that breaks it is changed to a good one,
   distinct from the object's other names (so the count of attributes, which the schema limits, stays);
   the values are left as generated.
+- A usage read (`GET /usage`) takes `since` before `until` (by default the start of this month and now), at
+  most 31 days apart by the hour and 400 days by the day or the month: rules between two values and the
+  clock that the schema cannot state. A well-formed generated period that breaks them is moved by whole
+  days to a recent one that keeps them (usage_period.py says how); malformed values are left for the
+  server to refuse. Outside the stateful phase, every other well-formed `queue_id` that no response has
+  shown goes to the topics' queue (below), which the run's publishes give usage, so that rows of one queue
+  are checked too; the other calls keep the generated id, a 404 (code 10104).
 - A generated flow key in the path (`.../flow_keys/{flow_key}`) that holds `%` and two hex digits is left
   out: Schemathesis percent-decodes a path parameter before it encodes it, so such a key (`a%20b`, a valid
   one) would reach the server as another (`a b`, refused with 400; or, from an over-long key, a valid
@@ -54,6 +61,7 @@ import schemathesis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from token_window import keep_token_condition_valid, keep_token_window_valid  # noqa: E402
+from usage_period import TENANT_CAP_DAYS, keep_usage_period_valid  # noqa: E402
 
 _TOKEN = os.environ.get("SKIPLOCK_TOKEN", "")
 # skl_<32 hex token id>_<secret>
@@ -316,6 +324,18 @@ def _steer_topic(case, method: str, path: str) -> None:
             case.body["attributes"] = _good_attribute_names(case.body["attributes"])
 
 
+def _steer_usage(case, method: str, path: str) -> None:
+    """Keeps a usage read's period valid, and sends every other unseen queue_id to a queue with usage."""
+    if method != "get" or path != "/client/v4/accounts/{account_id}/usage":
+        return
+    keep_usage_period_valid(case.query, TENANT_CAP_DAYS)
+    query = case.query
+    queue = query.get("queue_id") if isinstance(query, dict) else None
+    if isinstance(queue, str) and ID_SHAPE.match(queue) and queue not in QUEUE_NAMES and _alternate(case, "usage"):
+        # The topics' queue, which the run's topic publishes fill; a generated id is a 404 (code 10104).
+        query["queue_id"] = _kept_queue(case.operation.schema.get_base_url(), TOPIC_NAME) or queue
+
+
 # `%` and two hex digits: what Schemathesis would decode in a path parameter before encoding it.
 PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 
@@ -355,6 +375,7 @@ def before_call(context, case, kwargs):
             schedule_id = None
         _steer_schedule(case.body, case.operation.schema.get_base_url(), schedule_id)
     _steer_topic(case, method, path)
+    _steer_usage(case, method, path)
     wait = case.body.get("wait_time_ms") if isinstance(case.body, dict) else None
     if path.endswith("/messages/pull") and type(wait) is int and 0 < wait <= 20000:
         case.body["wait_time_ms"] = min(wait, 200)

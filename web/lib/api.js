@@ -291,8 +291,22 @@ export function createClient({ accountId, token }, onUnauthorized, onStanding) {
     createToken: (name, scopes, validity = {}) => result('POST', acct('/tokens'), { name, scopes, ...validity }),
     revokeToken: (tokenId) => result('DELETE', acct(`/tokens/${encodeURIComponent(tokenId)}`)),
     // plan and limits (skiplock extension)
-    /** {plan, limits}: the account's plan and every limit it is held to. */
+    /**
+     * {plan, limits, quotas}: the account's plan, every limit it is held to, and what it used of its
+     * quotas ({operations_today, operations_this_month: {used, limit, resets_at}, stored_bytes: {used,
+     * limit}}; a limit null or 0 is none). A server without quotas answers no `quotas`.
+     */
     getLimits: () => result('GET', acct('/limits')),
+    // usage (skiplock extension)
+    /**
+     * The account's usage per period and queue, oldest first: [{start, queue_id, queue_name, operations,
+     * write_operations, read_operations, delete_operations, messages_published, messages_delivered,
+     * messages_acked, …, bytes_published, bytes_delivered, storage_byte_hours}]. `since` and `until` (a
+     * date, 2026-11-01, or an RFC 3339 time; by default the start of this month in UTC, and now),
+     * `granularity` (hour, day or month; day by default) and `queueId` (one queue's) narrow it.
+     */
+    getUsage: ({ since, until, granularity, queueId } = {}) =>
+      result('GET', acct(`/usage${query({ since, until, granularity, queue_id: queueId })}`)),
     // audit log (any token of the account)
     /**
      * A page of the account's audit log, newest first: {items, info}. `action` (an action type, such

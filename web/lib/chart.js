@@ -1,5 +1,6 @@
 // A small SVG line chart, drawn by hand (no library): time on x, one or more series on y, a readout
-// that follows the pointer (or the arrow keys when the chart has focus), redrawn on resize.
+// that follows the pointer (or the arrow keys when the chart has focus), redrawn on resize. The time axis
+// is in minutes (the live charts) or in days (the usage charts, in UTC days as the server counts them).
 
 import { h, clock } from './dom.js';
 
@@ -13,6 +14,34 @@ function niceStep(max, ticks) {
   return step * mag;
 }
 
+const DAY_MS = 86400000;
+const dayFmt = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', timeZone: 'UTC' });
+
+/** A UTC day as the day axis names it: "Nov 30". */
+export function dayLabel(ms) {
+  return dayFmt.format(new Date(ms));
+}
+
+/** The x axis's ticks, {t, text}, for `axis` minutes or days, as many as fit in `fit` labels. */
+function xTicksFor(axis, x0, x1, fit) {
+  const span = x1 - x0;
+  const ticks = [];
+  if (axis === 'days') {
+    // On UTC midnights, every 1, 2, 3… days: a usage period is a UTC day.
+    const stepDays = [1, 2, 3, 5, 7, 10, 15].find((d) => span / (d * DAY_MS) <= fit) || 15;
+    const stepMs = stepDays * DAY_MS;
+    for (let t = Math.ceil(x0 / DAY_MS) * DAY_MS; t <= x1; t += stepMs) ticks.push({ t, text: dayLabel(t) });
+    return ticks;
+  }
+  // on whole minutes
+  const stepMin = [1, 2, 5, 10, 15, 30, 60].find((m) => span / (m * 60000) <= fit) || 60;
+  const stepMs = stepMin * 60000;
+  for (let t = Math.ceil(x0 / stepMs) * stepMs; t <= x1; t += stepMs) {
+    ticks.push({ t, text: new Date(t).toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' }) });
+  }
+  return ticks;
+}
+
 function yScaleFor(maxValue, minMax) {
   const top = Math.max(maxValue, minMax);
   const step = niceStep(top, 4);
@@ -23,10 +52,14 @@ function yScaleFor(maxValue, minMax) {
 }
 
 /**
- * options: { label, series: [{key, label, className}], format(v) → text, unit (legend suffix), minMax, area: key }
+ * options: { label, series: [{key, label, className}], format(v) → text, tickFormat(v) → the y axis's
+ * text (format by default), unit (legend suffix), minMax, area: key, height, axis: 'minutes' | 'days' }
  * update({ x0, x1, data: {key: [[t, v], ...]} }) redraws.
  */
-export function lineChart({ label, series, format = String, unit = '', minMax = 1, area = null, height = 170 }) {
+export function lineChart({
+  label, series, format = String, tickFormat = format, unit = '', minMax = 1, area = null, height = 170, axis = 'minutes',
+}) {
+  const timeText = axis === 'days' ? dayLabel : clock;
   const svg = h('svg:svg', { class: 'chart-svg', role: 'img', 'aria-label': label, height, focusable: 'false' });
   const frame = h('div', { class: 'chart-frame', tabindex: '0', 'aria-label': `${label}: use the left and right arrow keys to read values` }, svg);
   const values = new Map(series.map((s) => [s.key, h('span', { class: 'legend-value' }, '—')]));
@@ -59,7 +92,7 @@ export function lineChart({ label, series, format = String, unit = '', minMax = 
       const p = pts.length ? pts.reduce((best, q) => (Math.abs(q[0] - t) < Math.abs(best[0] - t) ? q : best)) : null;
       values.get(s.key).textContent = p ? `${format(p[1])}${unit}` : '—';
     }
-    when.textContent = cursor === null ? `latest · ${clock(t)}` : clock(t);
+    when.textContent = cursor === null ? `latest · ${timeText(t)}` : timeText(t);
   }
 
   function render() {
@@ -81,17 +114,13 @@ export function lineChart({ label, series, format = String, unit = '', minMax = 
     for (const v of y.ticks) {
       const yy = Math.round(sy(v)) + 0.5;
       grid.append(h('svg:line', { x1: MARGIN.left, x2: MARGIN.left + plotW, y1: yy, y2: yy }));
-      grid.append(h('svg:text', { x: MARGIN.left - 8, y: yy + 4, 'text-anchor': 'end', class: 'chart-tick' }, format(v)));
+      grid.append(h('svg:text', { x: MARGIN.left - 8, y: yy + 4, 'text-anchor': 'end', class: 'chart-tick' }, tickFormat(v)));
     }
-    // x ticks on whole minutes, as many as fit (a label needs about 70 px)
-    const span = x1 - x0;
+    // x ticks, as many as fit (a label needs about 70 px)
     const fit = Math.max(2, Math.floor(plotW / 70));
-    const stepMin = [1, 2, 5, 10, 15, 30, 60].find((m) => span / (m * 60000) <= fit) || 60;
-    const stepMs = stepMin * 60000;
-    for (let t = Math.ceil(x0 / stepMs) * stepMs; t <= x1; t += stepMs) {
+    for (const { t, text } of xTicksFor(axis, x0, x1, fit)) {
       const xx = Math.round(sx(t)) + 0.5;
       grid.append(h('svg:line', { x1: xx, x2: xx, y1: MARGIN.top + plotH, y2: MARGIN.top + plotH + 4, class: 'chart-xtick' }));
-      const text = new Date(t).toLocaleTimeString([], { hour: 'numeric', minute: '2-digit' });
       grid.append(h('svg:text', { x: xx, y: height - 6, 'text-anchor': 'middle', class: 'chart-tick' }, text));
     }
     grid.append(h('svg:line', { x1: MARGIN.left, x2: MARGIN.left + plotW, y1: MARGIN.top + plotH + 0.5, y2: MARGIN.top + plotH + 0.5, class: 'chart-axis' }));

@@ -7,7 +7,7 @@ import { h, field, notice } from '../../lib/dom.js';
 import { invalid, onCreate } from '../../lib/create-form.js';
 import { createQueueSelect, fillQueueSelect } from '../../lib/queue-names.js';
 import { numberInput } from '../queue/inputs.js';
-import { EVENT_TYPES, BACKLOG_EVENT } from './words.js';
+import { EVENT_TYPES, BACKLOG_EVENT, ACCOUNT_EVENTS } from './words.js';
 
 /** The longest name the server takes. */
 const MAX_NAME = 255;
@@ -33,6 +33,9 @@ export function createSubscriptionForm({ ctx, onCreated, refreshQueues }) {
     boxes.map((b) => h('label', { class: 'check' }, b.input,
       h('span', null, h('code', null, b.type), h('span', { class: 'muted block' }, b.hint)))));
   const backlogBox = boxes.find((b) => b.type === BACKLOG_EVENT).input;
+  // A quota's events are the account's (the server refuses them of one queue): offered for every queue only.
+  const accountBoxes = boxes.filter((b) => ACCOUNT_EVENTS.includes(b.type)).map((b) => b.input);
+  for (const box of accountBoxes) box.disabled = true;
   const threshold = numberInput({ min: '1', placeholder: '1000' });
   const thresholdField = h('div', { class: 'narrow', hidden: true },
     field('Backlog threshold (messages)', threshold, { hint: 'A whole number, 1 or more: an event when the backlog rises over it.' }));
@@ -61,6 +64,10 @@ export function createSubscriptionForm({ ctx, onCreated, refreshQueues }) {
     // A backlog is one queue's (the server refuses backlog.over_threshold of every queue): not offered then.
     backlogBox.disabled = !oneQueue;
     if (!oneQueue) backlogBox.checked = false;
+    for (const box of accountBoxes) {
+      box.disabled = oneQueue;
+      if (oneQueue) box.checked = false;
+    }
     showThreshold();
   });
   backlogBox.addEventListener('change', showThreshold);

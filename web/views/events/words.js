@@ -11,7 +11,12 @@ export const EVENT_TYPES = [
   ['messages.dead_lettered', 'Messages ran out of deliveries and moved to the dead-letter queue (or were deleted, with none): one event per batch moved.'],
   ['backlog.over_threshold', 'The queue\'s backlog rose over the threshold below: once per crossing, again after it falls back under. Of one queue only.'],
   ['redrive.finished', 'A redrive out of a dead-letter queue finished.'],
+  ['quota.warning', 'The account used 80% of a quota of its plan: once per quota and day or month. Of every queue only.'],
+  ['quota.exceeded', 'The account used up a quota: its publishes (and pulls and acks) are refused until it resets. Of every queue only.'],
 ];
+
+/** The events of the account rather than of a queue: a subscription to every queue asks for them. */
+export const ACCOUNT_EVENTS = ['quota.warning', 'quota.exceeded'];
 
 /** The event type whose subscription needs a backlog threshold. */
 export const BACKLOG_EVENT = 'backlog.over_threshold';

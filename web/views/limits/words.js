@@ -122,6 +122,36 @@ export const LIMITS = [
     about: 'the longest retention a queue may be given; a new queue keeps 4 days or this, the shorter',
     words: (v) => `queues keep messages up to ${secondsWords(v)}`,
   },
+  {
+    key: 'max_operations_per_day',
+    label: 'Operations per day',
+    field: 'Operations per UTC day',
+    min: 0,
+    max: 1_000_000_000_000_000,
+    zero: 'no quota',
+    about: 'operations (64 KB written, read or deleted) per UTC day',
+    words: (v) => (v === 0 ? 'no quota' : `up to ${num(v)} operations a day (UTC)`),
+  },
+  {
+    key: 'max_operations_per_month',
+    label: 'Operations per month',
+    field: 'Operations per UTC month',
+    min: 0,
+    max: 1_000_000_000_000_000,
+    zero: 'no quota',
+    about: 'operations per UTC month',
+    words: (v) => (v === 0 ? 'no quota' : `up to ${num(v)} operations a month (UTC)`),
+  },
+  {
+    key: 'max_stored_bytes',
+    label: 'Stored bytes',
+    field: 'Stored bytes (all queues)',
+    min: 0,
+    max: 1_000_000_000_000_000,
+    zero: 'no quota',
+    about: 'bytes all the account\'s queues store at once; past it, publishes wait for consumers',
+    words: (v) => (v === 0 ? 'no quota' : `up to ${byteWords(v)} stored in all`),
+  },
 ];
 
 /** The limit called `key` (undefined for one this dashboard does not know). */
