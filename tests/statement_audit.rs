@@ -421,9 +421,11 @@ fn scan(tokens: &[Tok], macros: &HashMap<String, Vec<Arm>>, file: &str, out: &mu
             [Tok::Ident(m), Tok::Punct('!'), Tok::Ident(_), Tok::Group(..), ..] if m == "macro_rules" => i += 4,
             [Tok::Ident(name), Tok::Punct('!'), Tok::Group(_, args), ..] => {
                 if name == "format" {
-                    if let Some(Tok::Str(template)) = args.first() {
-                        out.push(Found { text: template.clone(), template: true });
-                        scan(&args[1..], macros, file, out);
+                    // The template: a literal, or a `concat!` of them and of the file's macros.
+                    let first = split_commas(args).first().copied().unwrap_or_default();
+                    if let Some(template) = evaluate(first, macros, file) {
+                        out.push(Found { text: template, template: true });
+                        scan(&args[first.len()..], macros, file, out);
                     } else {
                         scan(args, macros, file, out);
                     }
@@ -765,6 +767,7 @@ fn source_is_read_as_rust_reads_it() {
         }
         const C: &str = part!(plain, "a", "b");
         fn g(t: &str) -> String { format!("vacuum {t}") }
+        fn h(t: &str) -> String { format!(concat!("analyze ", part!(), " {t}"), t = t) }
     "####;
     let tokens = lex(source, "test");
     let macros = macros_of(&tokens, "test");
@@ -778,6 +781,7 @@ fn source_is_read_as_rust_reads_it() {
         ("update t", false),
         ("select a from t where b", false),
         ("vacuum {t}", true),
+        ("analyze from t {t}", true),
     ];
     assert_eq!(texts, expected.map(|(t, template)| (t.to_string(), template)));
 }

@@ -117,8 +117,7 @@ fn time(pairs: &[(String, String)], key: &str) -> ApiResult<Option<DateTime<Utc>
 
 fn period(pairs: &[(String, String)]) -> ApiResult<Period> {
     let now = Utc::now();
-    let month_start = Utc.with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0).single().unwrap_or(now);
-    let since = time(pairs, "since")?.unwrap_or(month_start);
+    let since = time(pairs, "since")?.unwrap_or(crate::queue::quota::month_start(now));
     let until = time(pairs, "until")?.unwrap_or(now);
     if since >= until {
         return Err(ApiError::invalid("since must be before until"));

@@ -13,11 +13,14 @@ use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::AccountId;
 use crate::queue::plan::Limits;
-use crate::queue::quota::{self, Crossing, Exceeded, Used};
+use crate::queue::quota::{self, Exceeded, Quota, Used};
 use crate::store;
 
 /// How often each node reads what its accounts with quotas have used.
 pub const QUOTAS_EVERY: Duration = Duration::from_secs(5);
+
+/// A crossing told: the account, the quota, the percent and the start of its period.
+type Told = (AccountId, Quota, i16, DateTime<Utc>);
 
 #[derive(Default)]
 pub struct Quotas {
@@ -26,8 +29,9 @@ pub struct Quotas {
     /// What each account with quotas that this node serves has used, as last read; held against its
     /// limits at each request, so that a quota raised or removed lets it go at once.
     used: RwLock<HashMap<AccountId, Used>>,
-    /// The crossings this node has recorded (or found recorded), so that each is written once.
-    told: Mutex<HashSet<(AccountId, Crossing)>>,
+    /// The crossings this node has recorded (or found recorded), by account, quota, percent and period,
+    /// so that each is written once.
+    told: Mutex<HashSet<Told>>,
 }
 
 impl Quotas {
@@ -98,14 +102,15 @@ impl Engine {
     /// across the nodes, for the account's subscriptions that ask for them.
     async fn tell_crossings(&self, account: AccountId, used: &Used, now: DateTime<Utc>) -> Result<(), sqlx::Error> {
         for crossing in quota::crossings(&self.limits_of(account), used, now) {
-            if self.quotas.told.lock().expect("quotas lock").contains(&(account, crossing)) {
+            let key = (account, crossing.quota, crossing.percent, crossing.period_start);
+            if self.quotas.told.lock().expect("quotas lock").contains(&key) {
                 continue;
             }
             let event = if crossing.percent >= 100 { "quota.exceeded" } else { "quota.warning" };
             let resets_at = match crossing.quota {
-                quota::Quota::OperationsPerDay => Some(quota::next_day(now)),
-                quota::Quota::OperationsPerMonth => Some(quota::next_month(now)),
-                quota::Quota::StoredBytes => None,
+                Quota::OperationsPerDay => Some(quota::next_day(now)),
+                Quota::OperationsPerMonth => Some(quota::next_month(now)),
+                Quota::StoredBytes => None,
             };
             let payload = serde_json::json!({
                 "quota": crossing.quota.name(),
@@ -127,8 +132,8 @@ impl Engine {
             .await?;
             let mut told = self.quotas.told.lock().expect("quotas lock");
             // Crossings of periods past are forgotten, so that the set stays as small as the accounts held.
-            told.retain(|(_, c)| c.period_start >= quota::month_start(now));
-            told.insert((account, crossing));
+            told.retain(|(_, _, _, period_start)| *period_start >= quota::month_start(now));
+            told.insert(key);
         }
         Ok(())
     }

@@ -96,7 +96,7 @@ pub fn exceeded(limits: &Limits, used: &Used, now: DateTime<Utc>) -> Vec<Exceede
 
 /// A share of a quota an account crossed: 80 or 100 percent of it, in the period from `period_start`
 /// (stored bytes have no period: a crossing is told once a day at most).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Crossing {
     pub quota: Quota,
     pub percent: i16,
