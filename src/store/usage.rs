@@ -113,7 +113,8 @@ pub async fn of_account(
 }
 
 /// What each of `accounts` has used of its quotas: its operations since `day` and since `month` (as
-/// folded: the last seconds' deltas are not in it), and the bytes its queues store now.
+/// folded: the last seconds' deltas are not in it), and the bytes its queues store now. Each queue's
+/// backlog is read by its id (a join would have the view count every queue of every account first).
 pub async fn quota_used(
     db: impl PgExecutor<'_>,
     accounts: &[AccountId],
@@ -126,8 +127,8 @@ pub async fn quota_used(
                           where u.account_id = a.id and u.hour >= $2), 0)::int8,
                 coalesce((select sum(u.write_ops + u.read_ops + u.delete_ops) from usage_hours u
                           where u.account_id = a.id and u.hour >= $3), 0)::int8,
-                coalesce((select sum(b.bytes) from queues q join queue_backlogs b on b.queue_id = q.id
-                          where q.account_id = a.id), 0)::int8
+                coalesce((select sum((select b.bytes from queue_backlogs b where b.queue_id = q.id))
+                          from queues q where q.account_id = a.id), 0)::int8
          from unnest($1::uuid[]) as a(id)",
     )
     .bind(accounts)
