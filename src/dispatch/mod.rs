@@ -245,7 +245,9 @@ impl Dispatcher {
         let hold_ms = self.lease().as_millis() as i64;
         let taken = store::dispatch::take_slot(&self.engine.pool, c.id, c.max_concurrency, self.node, hold_ms).await?;
         if let Some(slot) = taken {
-            pool.taken(slot);
+            // The node's pool of the consumer as it is now: the one read before the statement may have been
+            // forgotten meanwhile (the consumer inactive at the upkeep's last look).
+            self.slots_of(c.id).taken(slot);
         }
         Ok(taken)
     }

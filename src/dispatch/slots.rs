@@ -31,7 +31,10 @@ impl Dispatcher {
         if !numbers.is_empty() {
             store::dispatch::give_back_slots(&self.engine.pool, self.node, &consumers, &numbers).await?;
         }
-        self.slots.lock().expect("slots lock").retain(|_, pool| pool.held() > 0);
+        // An active consumer's pool stays even when it holds nothing: its worker may be taking a slot from
+        // the database right now, into this pool, and a pool dropped meanwhile would leave that slot held
+        // with no one to use, renew or give it back until its hold ran out (delivery stalled for a lease).
+        self.slots.lock().expect("slots lock").retain(|id, pool| pool.held() > 0 || max.contains_key(id));
         if renew {
             let held: Vec<(ConsumerId, i32)> =
                 pools.iter().flat_map(|p| p.all().into_iter().map(|slot| (p.consumer, slot))).collect();
