@@ -249,7 +249,8 @@ async fn only_queues_that_pulls_wait_on_are_notified(pool: PgPool) {
     // Nobody waits on this queue: its publish must cost no notification.
     app.publish_texts(&quiet, &["nobody waits"]).await;
     let (resp, _) = tokio::join!(pull_resp(&app, &waited, json!({"wait_time_ms": 20_000})), async {
-        until_waiting(&app, 1).await;
+        // Once the pull's mark is written: a publish before it sees no one waiting, and notifies no one.
+        until_waiting_after_recheck(&app).await;
         app.publish_texts(&waited, &["someone waits"]).await;
     });
     assert_eq!(messages(&resp)[0]["body"], "someone waits");
