@@ -55,12 +55,10 @@ impl Engine {
     /// drained long enough has its last few messages moved to the old generation; and a current one old
     /// enough gives way to an empty one.
     pub async fn rotate(&self, rotation: Rotation) -> Result<Turn, sqlx::Error> {
+        self.fold_count_deltas().await?;
         let mut tx = self.pool.begin().await?;
         let Some(young) = generations::take(&mut tx).await? else { return Ok(Turn::Busy) };
         let state = |s: &str| young.iter().find(|g| g.state == s).cloned();
-        // The count deltas' half of the clock's other 10 s step is written to no more: folded and
-        // truncated once (`store::counts::fold_and_truncate`).
-        let folded = counts::fold_and_truncate(&mut tx, LOCK_TIMEOUT_MS).await?;
         let turn = match (state("current"), state("draining"), state("empty")) {
             (_, Some(draining), _) => self.drain(&mut tx, &draining, rotation).await?,
             (Some(current), None, Some(empty)) if current.age_seconds >= rotation.every.as_secs_f64() => {
@@ -70,10 +68,21 @@ impl Engine {
             _ => Turn::Nothing,
         };
         tx.commit().await?;
+        Ok(turn)
+    }
+
+    /// The count deltas' half of the clock's other 10 s step is written to no more: folded and truncated
+    /// once (`store::counts::fold_and_truncate`), in a transaction of its own, so that the half's lock
+    /// and the usage it adds are not held through the generations' turn. Any node can try at once: the
+    /// lock lets one fold, and the others find the half in use, or empty.
+    async fn fold_count_deltas(&self) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        let folded = counts::fold_and_truncate(&mut tx, LOCK_TIMEOUT_MS).await?;
+        tx.commit().await?;
         if let Some((_, usage)) = folded {
             super::usage::count_folded(&self.metrics, &usage);
         }
-        Ok(turn)
+        Ok(())
     }
 
     async fn drain(

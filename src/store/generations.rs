@@ -60,14 +60,17 @@ pub async fn switch(conn: &mut PgConnection, previous: i16, next: i16) -> Result
 /// `pg_dump`), which leaves it as it was.
 pub async fn truncate_if_empty(conn: &mut PgConnection, gen: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
     let (messages, bodies) = YOUNG[gen as usize];
+    let holds = format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})");
+    // Looked at first without the lock: while a backlog drains, the lock taken each turn only to find
+    // messages would stop every claim and ack of the generation for as long as it waits and is held.
+    if sqlx::query_scalar::<_, bool>(&holds).fetch_one(&mut *conn).await? {
+        return Ok(false);
+    }
     if !lock_young(conn, gen, "access exclusive", lock_timeout_ms).await? {
         return Ok(false);
     }
-    let holds: bool =
-        sqlx::query_scalar(&format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})"))
-            .fetch_one(&mut *conn)
-            .await?;
-    if holds {
+    // Again under the lock, which waited for any publish that found the generation still current.
+    if sqlx::query_scalar::<_, bool>(&holds).fetch_one(&mut *conn).await? {
         return Ok(false);
     }
     sqlx::query(&format!("truncate {messages}, {bodies}")).execute(&mut *conn).await?;

@@ -156,3 +156,28 @@ async fn the_count_deltas_half_no_longer_written_to_is_folded_and_truncated(pool
         .unwrap();
     assert_eq!(folded + pending, 3);
 }
+
+#[sqlx::test]
+async fn a_turn_does_not_lock_a_generation_that_still_holds_messages(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.pull_queue("orders", json!({})).await;
+    app.publish_texts(&q, &["waiting"]).await;
+    let gen = generation_of(&pool, "waiting").await;
+
+    // While a backlog drains, every claim and ack of its generation would wait behind a lock the turn
+    // took only to find messages there.
+    let mut tx = pool.begin().await.unwrap();
+    let truncated = skiplock::store::generations::truncate_if_empty(&mut tx, gen, 20).await.unwrap();
+    let locked: i64 = sqlx::query_scalar(
+        "select count(*) from pg_locks
+         where pid = pg_backend_pid() and mode = 'AccessExclusiveLock' and relation = $1::regclass",
+    )
+    .bind(format!("messages_{gen}"))
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(!truncated, "a generation holding a message is not truncated");
+    assert_eq!(locked, 0, "the generation's messages were not locked");
+    assert_eq!(app.backlog(&q).await, 1);
+}
