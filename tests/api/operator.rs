@@ -233,8 +233,10 @@ async fn a_suspended_account_is_refused_on_every_node_its_long_polls_end_and_res
         other_node.get("queues").await.status == 403
     })
     .await;
+    // Ended by the suspension (its node's next reading of the refused accounts), not by its 20 s wait; how
+    // soon after is the reading's pace plus a loaded host's scheduling, not something to time here.
     let (status, body) = waiting.await.unwrap();
-    assert!(suspended.elapsed() < Duration::from_secs(2), "the long poll ended {:?} after", suspended.elapsed());
+    assert!(suspended.elapsed() < Duration::from_secs(10), "the long poll ended {:?} after", suspended.elapsed());
     assert_eq!((status, body["errors"][0]["code"].as_i64()), (403, Some(11016)), "{body}");
     // The other account is served as before.
     let (_, theirs) = operator.create_account("neighbour").await;
