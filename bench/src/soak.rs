@@ -5,8 +5,8 @@
 //!
 //! The load, 300 messages/s in all, 80% of them in batches of 10 and the rest one at a time, each account
 //! publishing through one node, or the other when that fails. Account 0's queue has a slow webhook
-//! consumer (its receiver answers after 1-2 s), account 1's a failing one (always 500, so its messages use
-//! up 3 retries and go to its dead-letter queue, which is redriven once into a pulled queue, `replay`).
+//! consumer (its receiver answers after 1-2 s), account 1's a failing one (a 500, or a 200 that retries every
+//! message, so its messages use up 3 retries and go to its dead-letter queue, which is redriven once into a pulled queue, `replay`).
 //! The other accounts' queues are pulled with long polls, in three kinds: plain (one consumer, on the node
 //! the producer does not use; acks carried by the next pull; some publishes carry an idempotency key and
 //! are sent twice, and the second must store nothing), ordered and extending (a consumer on each node).
@@ -26,7 +26,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -1024,7 +1024,10 @@ async fn drain_replay(t: Arc<Tenant>, history: Arc<Mutex<History>>, stop: Cancel
 }
 
 /// The webhook receivers: deliveries go into the webhook history; the slow one answers 200 after 1-2 s
-/// (an ack of the batch), the failing one 500 at once.
+/// (an ack of the batch), the failing one at once, with a 500 to two batches of three and a 200 that
+/// retries every message to the third. Each answer spends an attempt of every message in the batch; the
+/// 200s keep the endpoint's circuit from opening (five failures in a row), which would hold the queue
+/// back rather than move its messages to the dead-letter queue.
 struct Hook {
     port: u16,
     handle: actix_web::dev::ServerHandle,
@@ -1033,11 +1036,15 @@ struct Hook {
 struct HookState {
     history: Arc<Mutex<History>>,
     fail: bool,
+    answers: AtomicU64,
 }
 
 impl Hook {
     fn start(history: Arc<Mutex<History>>, fail: bool) -> anyhow::Result<Hook> {
-        let (port, handle) = crate::setup::start_receiver(web::Data::new(HookState { history, fail }), receive)?;
+        let (port, handle) = crate::setup::start_receiver(
+            web::Data::new(HookState { history, fail, answers: AtomicU64::new(0) }),
+            receive,
+        )?;
         Ok(Hook { port, handle })
     }
 }
@@ -1064,7 +1071,10 @@ async fn receive(state: web::Data<HookState>, body: web::Bytes) -> HttpResponse 
         }
     }
     if state.fail {
-        return HttpResponse::InternalServerError().finish();
+        return match state.answers.fetch_add(1, Ordering::Relaxed) % 3 {
+            2 => HttpResponse::Ok().json(json!({"actions": [{"type": "retry_all"}]})),
+            _ => HttpResponse::InternalServerError().finish(),
+        };
     }
     let hold = rand::thread_rng().gen_range(1_000..=2_000);
     tokio::time::sleep(Duration::from_millis(hold)).await;
