@@ -5,8 +5,9 @@
 //!
 //! The load, 300 messages/s in all, 80% of them in batches of 10 and the rest one at a time, each account
 //! publishing through one node, or the other when that fails. Account 0's queue has a slow webhook
-//! consumer (its receiver answers after 1-2 s), account 1's a failing one (a 500, or a 200 that retries every
-//! message, so its messages use up 3 retries and go to its dead-letter queue, which is redriven once into a pulled queue, `replay`).
+//! consumer (its receiver answers after 1-2 s), account 1's a failing one (a 500, or a 200 that retries
+//! every message, so its messages use up 3 retries and go to its dead-letter queue, which is redriven once
+//! into a pulled queue, `replay`).
 //! The other accounts' queues are pulled with long polls, in three kinds: plain (one consumer, on the node
 //! the producer does not use; acks carried by the next pull; some publishes carry an idempotency key and
 //! are sent twice, and the second must store nothing), ordered and extending (a consumer on each node).
