@@ -229,9 +229,13 @@ impl From<crate::store::StoreError> for ApiError {
             StoreError::DuplicateQueueName(name) => {
                 Self::new(Kind::DuplicateQueueName, format!("a queue named '{name}' already exists in this account"))
             }
-            StoreError::ConsumerExists => {
-                Self::new(Kind::ConsumerExists, "this queue already has a consumer; delete it before adding another")
-            }
+            StoreError::ConsumerExists => Self::new(
+                Kind::ConsumerExists,
+                format!(
+                    "this queue has {} consumers, the most a queue may have; delete one before adding another",
+                    crate::queue::consumer::MAX_CONSUMERS_PER_QUEUE
+                ),
+            ),
             StoreError::QueueGone => Self::queue_not_found(),
             StoreError::Database(db) => db.into(),
         }

@@ -141,6 +141,7 @@ mod tests {
         WebhookConsumer {
             id,
             queue: OwnedQueue::for_tests(crate::ids::AccountId::new(), crate::ids::QueueId::new()),
+            named_queue: crate::ids::QueueId::new(),
             queue_name: "q".into(),
             url: "http://127.0.0.1:1/".into(),
             secrets: vec![],

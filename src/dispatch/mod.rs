@@ -95,6 +95,8 @@ pub struct Dispatcher {
 pub struct WebhookConsumer {
     pub id: ConsumerId,
     pub queue: OwnedQueue,
+    /// The queue as the tenant names it (`queue` may be a lane of it).
+    pub named_queue: QueueId,
     pub queue_name: String,
     pub url: String,
     pub secrets: Vec<String>,
@@ -124,6 +126,7 @@ impl From<WebhookConsumerRow> for WebhookConsumer {
         Self {
             id: row.id,
             queue: row.queue(),
+            named_queue: row.named_queue_id,
             queue_name: row.queue_name,
             url: row.url,
             secrets: std::iter::once(row.signing_secret).chain(row.previous_signing_secret).collect(),
@@ -396,7 +399,7 @@ impl Dispatcher {
         AttemptRow {
             id: 0,
             account_id: c.queue.account(),
-            queue_id: c.queue.id(),
+            queue_id: c.named_queue,
             consumer_id: c.id,
             attempted_at: attempt.at,
             node: self.node,
@@ -425,8 +428,10 @@ impl Dispatcher {
     /// the log records it. Its answer is not applied (the sample is no message of the queue); a success
     /// closes the consumer's circuit, a failure does not count against it.
     pub async fn test_send(&self, c: &WebhookConsumer) -> AttemptRow {
+        let id = MessageId::new();
         let sample = StoredMessage {
-            id: MessageId::new(),
+            id,
+            published_id: id,
             attempts: 1,
             published_at: Utc::now(),
             content_type: message::ContentType::Json.code(),

@@ -12,7 +12,7 @@ use crate::store::messages::StoredMessage;
 
 /// The signed-for body of a delivery of `messages`, and their ids as the body names them.
 pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMessage]) -> (Vec<u8>, Vec<String>) {
-    let ids: Vec<String> = messages.iter().map(|m| m.id.to_string()).collect();
+    let ids: Vec<String> = messages.iter().map(|m| m.published_id.to_string()).collect();
     let items: Vec<DeliveredMessage<'_>> = messages
         .iter()
         .zip(&ids)
@@ -40,7 +40,7 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
             }
         })
         .collect();
-    let delivery = Payload { queue: &c.queue_name, queue_id: c.queue.id(), consumer_id: c.id, messages: items };
+    let delivery = Payload { queue: &c.queue_name, queue_id: c.named_queue, consumer_id: c.id, messages: items };
     (serde_json::to_vec(&delivery).expect("a delivery serializes"), ids)
 }
 

@@ -33,9 +33,70 @@ pub struct AckOutcome {
 }
 
 impl Engine {
-    /// Applies acks and retries (already checked) to the queue. `known` is the queue's route when the
-    /// caller has looked it up already (a pull); otherwise it is looked up only if a retry needs it.
+    /// Applies acks and retries (already checked) to the queue, each in the queue or the lane its lease was
+    /// issued for (a queue with several consumers, the `consumer_lanes` migration). `known` is the route of
+    /// the queue or lane the caller has looked up already (a pull, whose answers are its own consumer's);
+    /// otherwise it is looked up only if a retry needs it.
     pub async fn ack(&self, queue: OwnedQueue, answers: &LeaseAnswers, known: Option<&Route>) -> ApiResult<AckOutcome> {
+        if known.is_some() {
+            return self.ack_in(queue, answers, known).await;
+        }
+        let lease_ids: Vec<&str> =
+            answers.acks.iter().map(String::as_str).chain(answers.retries.iter().map(|(l, _)| l.as_str())).collect();
+        let lanes = self.lease_lanes(queue, &lease_ids).await?;
+        if lanes.iter().all(|lane| *lane == queue) {
+            return self.ack_in(queue, answers, None).await;
+        }
+        let mut parts: Vec<(OwnedQueue, LeaseAnswers)> = Vec::new();
+        fn part_of(parts: &mut Vec<(OwnedQueue, LeaseAnswers)>, lane: OwnedQueue) -> &mut LeaseAnswers {
+            let at = match parts.iter().position(|(l, _)| *l == lane) {
+                Some(at) => at,
+                None => {
+                    parts.push((lane, LeaseAnswers::default()));
+                    parts.len() - 1
+                }
+            };
+            &mut parts[at].1
+        }
+        for (ack, lane) in answers.acks.iter().zip(&lanes) {
+            part_of(&mut parts, *lane).acks.push(ack.clone());
+        }
+        for (retry, lane) in answers.retries.iter().zip(&lanes[answers.acks.len()..]) {
+            part_of(&mut parts, *lane).retries.push(retry.clone());
+        }
+        let mut outcome = AckOutcome::default();
+        for (lane, part) in &parts {
+            let done = self.ack_in(*lane, part, None).await?;
+            outcome.ack_count += done.ack_count;
+            outcome.retry_count += done.retry_count;
+            outcome.warnings.extend(done.warnings);
+        }
+        Ok(outcome)
+    }
+
+    /// For each lease id, the queue or the lane of it that issued it; the queue for one that opens for
+    /// neither (its answer then warns that it is unknown). The lanes are read only for a lease id that is
+    /// not the queue's own.
+    pub async fn lease_lanes(&self, queue: OwnedQueue, lease_ids: &[&str]) -> ApiResult<Vec<OwnedQueue>> {
+        let mut lanes: Option<Vec<OwnedQueue>> = None;
+        let mut found = Vec::with_capacity(lease_ids.len());
+        for lease_id in lease_ids {
+            if self.signer.open_lease(queue.id(), lease_id).is_some() {
+                found.push(queue);
+                continue;
+            }
+            let lanes = match &mut lanes {
+                Some(lanes) => lanes,
+                None => lanes.insert(crate::store::queues::lanes(&self.pool, queue).await?),
+            };
+            let lane = lanes.iter().find(|lane| self.signer.open_lease(lane.id(), lease_id).is_some());
+            found.push(lane.copied().unwrap_or(queue));
+        }
+        Ok(found)
+    }
+
+    /// `ack` within one queue or lane.
+    async fn ack_in(&self, queue: OwnedQueue, answers: &LeaseAnswers, known: Option<&Route>) -> ApiResult<AckOutcome> {
         self.check_quotas(queue.account(), false)?;
         let mut warnings: BTreeMap<String, String> = BTreeMap::new();
         let mut unknown = |lease_id: &str| {

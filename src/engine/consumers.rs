@@ -6,6 +6,7 @@ use super::Engine;
 use crate::auth::sealing::Purpose;
 use crate::error::{ApiError, ApiResult, Kind};
 use crate::ids::ConsumerId;
+use crate::queue::consumer::MAX_CONSUMERS_PER_QUEUE;
 use crate::queue::settings::{check_dead_letter_jurisdiction, QueueName};
 use crate::store::consumers::{ConsumerRow, ConsumerSpec};
 use crate::store::owned::OwnedQueue;
@@ -15,21 +16,34 @@ use crate::store::{self, StoreError};
 const SECRET_GRACE_SECONDS: i64 = 24 * 3600;
 
 impl Engine {
-    /// The queue's consumer; a 409 when it has one already. Its dead-letter queue is made if the
-    /// account has none of that name.
+    /// A consumer of the queue: its first reads the queue itself, each further one a lane of its own
+    /// that receives the messages published from then on; a 409 past `MAX_CONSUMERS_PER_QUEUE`. Its
+    /// dead-letter queue is made if the account has none of that name.
     pub async fn create_consumer(
         &self,
         queue: OwnedQueue,
         spec: &ConsumerSpec<'_>,
         signing_secret: Option<&str>,
     ) -> ApiResult<ConsumerRow> {
-        // Refuse a second consumer before making its dead-letter queue, so a refused request changes nothing.
-        if !store::consumers::list(&self.pool, queue.account(), &[queue.id()]).await?.is_empty() {
+        // Refuse a consumer too many before making its dead-letter queue, so a refused request changes nothing.
+        let existing = store::consumers::list(&self.pool, queue.account(), &[queue.id()]).await?;
+        if existing.len() >= MAX_CONSUMERS_PER_QUEUE {
             return Err(StoreError::ConsumerExists.into());
         }
         self.ensure_dead_letter_queue(queue, spec.dead_letter_queue).await?;
         let sealed = signing_secret.map(|secret| self.keys.seal_text(Purpose::WebhookSecret, secret));
-        let row = store::consumers::create(&self.pool, queue, spec, sealed.as_deref()).await?;
+        let own = existing.iter().any(|c| c.lane_id == queue.id());
+        let made = match own {
+            false => store::consumers::create(&self.pool, queue, spec, sealed.as_deref()).await,
+            true => Err(StoreError::ConsumerExists),
+        };
+        // Another request made the queue's own consumer meanwhile: this one takes a lane.
+        let row = match made {
+            Err(StoreError::ConsumerExists) => {
+                store::consumers::create_in_lane(&self.pool, queue, spec, sealed.as_deref()).await?
+            }
+            made => made?,
+        };
         self.consumer_limits_changed(queue).await?;
         self.announce_change(queue.id()).await;
         Ok(row)
@@ -51,9 +65,19 @@ impl Engine {
         Ok(row)
     }
 
+    /// Deletes the consumer, and with it what waited for it alone: its lane, or, when it read the queue
+    /// itself while others read lanes, the copies waiting there.
     pub async fn delete_consumer(&self, queue: OwnedQueue, id: ConsumerId) -> ApiResult<()> {
-        if !store::consumers::delete(&self.pool, queue, id).await? {
-            return Err(ApiError::not_found("consumer"));
+        let row = store::consumers::get(&self.pool, queue, id).await?.ok_or_else(|| ApiError::not_found("consumer"))?;
+        if row.lane_id != queue.id() {
+            store::queues::delete(&self.pool, row.lane()).await?;
+        } else {
+            if !store::consumers::delete(&self.pool, queue, id).await? {
+                return Err(ApiError::not_found("consumer"));
+            }
+            if !store::queues::lanes(&self.pool, queue).await?.is_empty() {
+                store::queues::clear_own(&self.pool, queue).await?;
+            }
         }
         self.consumer_limits_changed(queue).await?;
         self.announce_change(queue.id()).await;

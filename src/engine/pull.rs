@@ -9,6 +9,7 @@ use super::delivery::Route;
 use super::wakeups::{Cause, EmptyLook, KnownEmpty, Waiter, FRESH_MARK_LOOK};
 use super::Engine;
 use crate::error::{ApiError, ApiResult, Kind};
+use crate::ids::ConsumerId;
 use crate::queue::consumer::{ConsumerKind, DEFAULT_VISIBILITY_TIMEOUT_MS};
 use crate::store::consumers::{ConsumerFields, DeliveryTarget};
 use crate::store::messages::StoredMessage;
@@ -16,8 +17,10 @@ use crate::store::owned::OwnedQueue;
 use crate::store::queues::Backlog;
 
 /// What a pull asks for, its values checked.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct PullRequest {
+    /// The consumer pulling, when the queue has several (`consumer_id`); None: its only http_pull one.
+    pub consumer: Option<ConsumerId>,
     /// The consumer's batch size when None.
     pub batch_size: Option<i64>,
     /// The consumer's visibility timeout when None.
@@ -30,16 +33,62 @@ pub struct PullRequest {
 
 /// What a pull leased, the queue's backlog, and what its carried answers did.
 pub struct Pulled {
+    /// Where the messages were leased: the queue, or the pulling consumer's lane in it, which their
+    /// lease ids name.
+    pub lane: OwnedQueue,
     pub messages: Vec<StoredMessage>,
     pub backlog: Backlog,
     pub answered: Option<AckOutcome>,
 }
 
 impl Engine {
+    /// A pull by the queue's http_pull consumer, or by the one it names when the queue has several (their
+    /// lanes, the `consumer_lanes` migration). A queue whose only http_pull consumer reads a lane (its
+    /// first consumer is a webhook) is pulled from that lane, found when the queue itself answers that it
+    /// has none: the common pull pays nothing for it.
     pub async fn pull(&self, queue: OwnedQueue, request: PullRequest) -> ApiResult<Pulled> {
+        let lane = match request.consumer {
+            Some(id) => self.pull_lane(queue, id).await?,
+            None => queue,
+        };
+        match self.pull_from(lane, request.clone(), request.consumer.is_some()).await {
+            // Refused before anything was applied: the queue's own consumer is not an http_pull one.
+            Err(err) if matches!(err.kind, Kind::NoPullConsumer) && request.consumer.is_none() => {
+                let pulling: Vec<_> = crate::store::consumers::list(&self.pool, queue.account(), &[queue.id()])
+                    .await?
+                    .into_iter()
+                    .filter(|c| c.kind() == ConsumerKind::HttpPull)
+                    .collect();
+                match pulling.as_slice() {
+                    [only] => self.pull_from(only.lane(), request, false).await,
+                    [] => Err(err),
+                    _ => Err(several_pull_consumers()),
+                }
+            }
+            pulled => pulled,
+        }
+    }
+
+    /// The lane of the queue's consumer `id`, which must be an http_pull one.
+    async fn pull_lane(&self, queue: OwnedQueue, id: ConsumerId) -> ApiResult<OwnedQueue> {
+        let consumer = crate::store::consumers::get(&self.pool, queue, id).await?.ok_or_else(|| {
+            ApiError::invalid(format!(
+                "consumer_id {id} is not a consumer of this queue (GET .../consumers lists them)"
+            ))
+        })?;
+        if consumer.kind() != ConsumerKind::HttpPull {
+            return Err(ApiError::invalid(format!(
+                "consumer_id {id} is a webhook consumer; a pull names one of the queue's http_pull consumers"
+            )));
+        }
+        Ok(consumer.lane())
+    }
+
+    async fn pull_from(&self, queue: OwnedQueue, request: PullRequest, named: bool) -> ApiResult<Pulled> {
         self.check_quotas(queue.account(), false)?;
         let carries_answers = request.answers.is_some();
-        let pull = Pull { queue, batch_size: request.batch_size, visibility: request.visibility_ms, carries_answers };
+        let pull =
+            Pull { queue, batch_size: request.batch_size, visibility: request.visibility_ms, carries_answers, named };
         // A place among the account's waiting pulls is taken first, so that a pull over the cap applies nothing.
         let waiter = if request.wait_ms > 0 {
             let max = self.limits_of(queue.account()).max_waiting_pulls;
@@ -78,7 +127,7 @@ impl Engine {
             && waiter.is_some()
             && self.wakeups.known_empty(queue.account(), queue.id()).is_some_and(|k| k.next_visible.is_none());
         let backlog = if nothing_held { Backlog::default() } else { self.backlog.get(&self.pool, queue.id()).await? };
-        Ok(Pulled { messages, backlog, answered })
+        Ok(Pulled { lane: queue, messages, backlog, answered })
     }
 
     /// Reads the queue and its consumer for a look; a 404 when the queue is gone.
@@ -88,6 +137,7 @@ impl Engine {
             .await?
             .ok_or_else(ApiError::queue_not_found)?;
         let consumer = match pull_consumer(&target) {
+            Ok(_) if target.pulled_in_lanes && !pull.named => return Ok(QueueState::Closed(several_pull_consumers())),
             Ok(consumer) => consumer,
             Err(err) => return Ok(QueueState::Closed(err)),
         };
@@ -234,9 +284,19 @@ fn pull_consumer(target: &DeliveryTarget) -> ApiResult<&ConsumerFields> {
     }
 }
 
+/// The answer to a pull that does not say which of the queue's http_pull consumers it is.
+fn several_pull_consumers() -> ApiError {
+    ApiError::invalid(
+        "consumer_id is required: this queue has several http_pull consumers; name the one pulling \
+         (GET .../consumers lists them)",
+    )
+}
+
 /// What a pull asks of each look.
 struct Pull {
     queue: OwnedQueue,
+    /// The pull named its consumer.
+    named: bool,
     batch_size: Option<i64>,
     visibility: Option<i64>,
     /// It carries acks or retries, applied before its first look.

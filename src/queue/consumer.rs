@@ -10,6 +10,8 @@ use super::{in_range, invalid, Invalid};
 pub const MAX_DISABLE_AFTER_HOURS: i64 = 720;
 /// The server's ceiling for a webhook consumer's batches in flight (`max_concurrency: null`).
 pub const MAX_CONCURRENCY: i64 = 250;
+/// The most consumers one queue may have: a publish to it writes a row for each.
+pub const MAX_CONSUMERS_PER_QUEUE: usize = 8;
 /// Cloudflare's defaults, for a queue pulled or acked without a consumer and a pull consumer's lease.
 pub const DEFAULT_MAX_RETRIES: i32 = 3;
 pub const DEFAULT_VISIBILITY_TIMEOUT_MS: i64 = 30_000;

@@ -17,8 +17,12 @@ use crate::store::owned::OwnedQueue;
 pub struct ConsumerRow {
     pub id: ConsumerId,
     pub account_id: AccountId,
+    /// The queue it consumes, as the tenant names it.
     pub queue_id: QueueId,
     pub queue_name: String,
+    /// Where its messages wait: the queue itself for its first consumer, else the consumer's lane (the
+    /// `consumer_lanes` migration).
+    pub lane_id: QueueId,
     pub kind: ConsumerKind,
     pub dead_letter_queue: String,
     pub batch_size: i32,
@@ -45,6 +49,11 @@ pub fn retry_policy(retry_delay: i32, backoff: Backoff, max: Option<i32>) -> Ret
 impl ConsumerRow {
     pub fn kind(&self) -> ConsumerKind {
         self.kind
+    }
+
+    /// Where its messages wait, with the account that owns them (the row was read for that account).
+    pub fn lane(&self) -> OwnedQueue {
+        OwnedQueue::vouched(self.account_id, self.lane_id)
     }
 
     pub fn settings(&self) -> ConsumerSettings {
@@ -74,6 +83,7 @@ pub struct ConsumerSpec<'a> {
     pub url: Option<&'a str>,
 }
 
+/// Makes the queue's first consumer, which reads the queue itself; `ConsumerExists` when it has one.
 pub async fn create(
     pool: &PgPool,
     queue: OwnedQueue,
@@ -81,6 +91,33 @@ pub async fn create(
     signing_secret: Option<&str>,
 ) -> Result<ConsumerRow, StoreError> {
     let id = ConsumerId::new();
+    insert(pool, queue, id, spec, signing_secret).await?;
+    get(pool, queue, id).await?.ok_or(StoreError::QueueGone)
+}
+
+/// Makes a further consumer of the queue, in a lane of its own (the `consumer_lanes` migration) made in
+/// the same commit.
+pub async fn create_in_lane(
+    pool: &PgPool,
+    queue: OwnedQueue,
+    spec: &ConsumerSpec<'_>,
+    signing_secret: Option<&str>,
+) -> Result<ConsumerRow, StoreError> {
+    let id = ConsumerId::new();
+    let mut tx = pool.begin().await?;
+    let lane = super::queues::create_lane(&mut *tx, queue, QueueId::new()).await?.ok_or(StoreError::QueueGone)?;
+    insert(&mut *tx, lane, id, spec, signing_secret).await?;
+    tx.commit().await?;
+    get(pool, queue, id).await?.ok_or(StoreError::QueueGone)
+}
+
+async fn insert(
+    db: impl PgExecutor<'_>,
+    queue: OwnedQueue,
+    id: ConsumerId,
+    spec: &ConsumerSpec<'_>,
+    signing_secret: Option<&str>,
+) -> Result<(), StoreError> {
     let s = &spec.settings;
     sqlx::query!(
         "insert into consumers (id, account_id, queue_id, kind, dead_letter_queue, batch_size, max_retries,
@@ -107,14 +144,14 @@ pub async fn create(
         s.flow.period.map(|v| v as i32),
         s.disable_after_hours.map(|v| v as i32),
     )
-    .execute(pool)
+    .execute(db)
     .await
     .map_err(|e| match violated_constraint(&e) {
         Some("consumers_queue_key") => StoreError::ConsumerExists,
         _ if is_foreign_key_violation(&e) => StoreError::QueueGone,
         _ => e.into(),
     })?;
-    get(pool, queue, id).await?.ok_or(StoreError::QueueGone)
+    Ok(())
 }
 
 /// The stored cap of exponential backoff (null when backoff is constant).
@@ -130,13 +167,16 @@ pub async fn list(
     let queues: Vec<Uuid> = queues.iter().map(|q| q.0).collect();
     sqlx::query_as!(
         ConsumerRow,
-        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
-                q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
+        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId",
+                coalesce(p.id, q.id) as "queue_id!: QueueId", coalesce(p.name, q.name) as "queue_name!",
+                c.queue_id as "lane_id: QueueId", c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
                 c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
                 c.flow_parallelism, c.flow_rate, c.flow_period, c.disable_after_hours
-         from consumers c join queues q on q.id = c.queue_id
-         where c.account_id = $1 and c.queue_id = any($2) order by c.created_at"#,
+         from consumers c join queues q on q.id = c.queue_id left join queues p on p.id = q.parent_queue_id
+         where c.account_id = $1
+           and c.queue_id in (select id from queues where account_id = $1 and (id = any($2) or parent_queue_id = any($2)))
+         order by c.created_at, c.id"#,
         account.0,
         &queues,
     )
@@ -151,13 +191,15 @@ pub async fn get(
 ) -> Result<Option<ConsumerRow>, sqlx::Error> {
     sqlx::query_as!(
         ConsumerRow,
-        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId", c.queue_id as "queue_id: QueueId",
-                q.name as queue_name, c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
+        r#"select c.id as "id: ConsumerId", c.account_id as "account_id: AccountId",
+                coalesce(p.id, q.id) as "queue_id!: QueueId", coalesce(p.name, q.name) as "queue_name!",
+                c.queue_id as "lane_id: QueueId", c.kind as "kind: ConsumerKind", c.dead_letter_queue, c.batch_size, c.max_retries,
                 c.retry_delay, c.max_wait_time_ms, c.max_concurrency, c.visibility_timeout_ms, c.url, c.created_at,
                 c.retry_backoff as "retry_backoff: Backoff", c.retry_delay_max,
                 c.flow_parallelism, c.flow_rate, c.flow_period, c.disable_after_hours
-         from consumers c join queues q on q.id = c.queue_id
-         where c.account_id = $1 and c.queue_id = $2 and c.id = $3"#,
+         from consumers c join queues q on q.id = c.queue_id left join queues p on p.id = q.parent_queue_id
+         where c.account_id = $1 and c.id = $3
+           and c.queue_id in (select id from queues where account_id = $1 and (id = $2 or parent_queue_id = $2))"#,
         queue.account().0,
         queue.id().0,
         id.0,
@@ -178,7 +220,8 @@ pub async fn update(
              max_wait_time_ms = $8, max_concurrency = $9, visibility_timeout_ms = $10,
              url = coalesce($11, url), retry_backoff = $12, retry_delay_max = $13,
              flow_parallelism = $14, flow_rate = $15, flow_period = $16, disable_after_hours = $17
-         where account_id = $1 and queue_id = $2 and id = $3",
+         where account_id = $1 and id = $3
+           and queue_id in (select id from queues where account_id = $1 and (id = $2 or parent_queue_id = $2))",
         queue.account().0,
         queue.id().0,
         id.0,
@@ -226,6 +269,8 @@ pub struct DeliveryTarget {
     pub message_retention_period: i32,
     pub consumer: Option<ConsumerFields>,
     pub dead_letter_queue_id: Option<QueueId>,
+    /// Some of the queue's further consumers, in lanes, are http_pull ones: a pull must name its consumer.
+    pub pulled_in_lanes: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -248,10 +293,13 @@ pub async fn delivery_target(
                 c.kind as "kind?: ConsumerKind", c.dead_letter_queue as "dead_letter_queue?", c.batch_size as "batch_size?",
                 c.max_retries as "max_retries?", c.retry_delay as "retry_delay?",
                 c.retry_backoff as "retry_backoff?: Backoff", c.retry_delay_max, c.visibility_timeout_ms,
-                d.id as "dead_letter_queue_id?: QueueId"
+                d.id as "dead_letter_queue_id?: QueueId",
+                exists (select 1 from queues l join consumers lc on lc.queue_id = l.id
+                        where l.parent_queue_id = q.id and lc.kind = 'http_pull') as "pulled_in_lanes!"
          from queues q
          left join consumers c on c.queue_id = q.id
          left join queues d on d.account_id = q.account_id and d.name = c.dead_letter_queue and d.id <> q.id
+                           and d.id <> coalesce(q.parent_queue_id, q.id)
          where q.account_id = $1 and q.id = $2"#,
         queue.account().0,
         queue.id().0,
@@ -274,6 +322,7 @@ struct DeliveryTargetRow {
     retry_delay_max: Option<i32>,
     visibility_timeout_ms: Option<i32>,
     dead_letter_queue_id: Option<QueueId>,
+    pulled_in_lanes: bool,
 }
 
 impl DeliveryTargetRow {
@@ -297,6 +346,7 @@ impl DeliveryTargetRow {
             message_retention_period: self.message_retention_period,
             consumer,
             dead_letter_queue_id: self.dead_letter_queue_id,
+            pulled_in_lanes: self.pulled_in_lanes,
         }
     }
 }
@@ -314,7 +364,8 @@ pub async fn rotate_secret(
         "update consumers set previous_signing_secret = signing_secret,
              previous_secret_expires_at = now() + make_interval(secs => $5),
              signing_secret = $4
-         where account_id = $1 and queue_id = $2 and id = $3 and kind = 'webhook'",
+         where account_id = $1 and id = $3 and kind = 'webhook'
+           and queue_id in (select id from queues where account_id = $1 and (id = $2 or parent_queue_id = $2))",
         queue.account().0,
         queue.id().0,
         id.0,

@@ -7,22 +7,28 @@ use crate::ids::QueueId;
 use crate::store::queues::Backlog;
 use crate::store::usage::Usage;
 
-/// A queue's figures, from the `queue_backlogs` view (its folded row plus the deltas not yet folded).
+/// A queue's figures, from the `queue_backlogs` view (its folded row plus the deltas not yet folded). A
+/// queue with several consumers counts as its furthest-behind consumer: the largest count and bytes among
+/// the queue and its lanes (the `consumer_lanes` migration), and the oldest message of any.
 pub async fn backlog(db: impl PgExecutor<'_>, queue: QueueId) -> Result<Backlog, sqlx::Error> {
     sqlx::query_as(
-        "select coalesce(b.messages, 0) as count, coalesce(b.bytes, 0) as bytes, b.oldest
-         from (select $1::uuid as queue_id) as q left join queue_backlogs b on b.queue_id = q.queue_id",
+        "select coalesce(max(b.messages), 0)::int8 as count, coalesce(max(b.bytes), 0)::int8 as bytes, min(b.oldest) as oldest
+         from (select $1::uuid as queue_id union all select id from queues where parent_queue_id = $1) as q
+         left join queue_backlogs b on b.queue_id = q.queue_id",
     )
     .bind(queue)
     .fetch_one(db)
     .await
 }
 
-/// The figures of many queues in one statement (a queue with no row counts nothing).
+/// The figures of many queues in one statement (a queue with no row counts nothing), as `backlog`.
 pub async fn backlogs(db: impl PgExecutor<'_>, queues: &[QueueId]) -> Result<Vec<(QueueId, Backlog)>, sqlx::Error> {
     let rows: Vec<(QueueId, i64, i64, Option<chrono::DateTime<chrono::Utc>>)> = sqlx::query_as(
-        "select q.queue_id, coalesce(b.messages, 0), coalesce(b.bytes, 0), b.oldest
-         from unnest($1::uuid[]) as q(queue_id) left join queue_backlogs b on b.queue_id = q.queue_id",
+        "select q.queue_id, coalesce(max(b.messages), 0)::int8, coalesce(max(b.bytes), 0)::int8, min(b.oldest)
+         from unnest($1::uuid[]) as q(queue_id)
+         cross join lateral (select q.queue_id as id union all select id from queues where parent_queue_id = q.queue_id) f
+         left join queue_backlogs b on b.queue_id = f.id
+         group by q.queue_id",
     )
     .bind(queues)
     .fetch_all(db)
@@ -119,7 +125,7 @@ macro_rules! usage_totals {
 }
 
 /// The fold of the deltas in `table` (the whole table, or one half): their counts into `queue_counts`, and
-/// their usage into `usage_hours` by the hour each was written in, in the same statement, so that usage is
+/// their usage into `usage_hours` by the hour each was written in (a lane's under its queue), in the same statement, so that usage is
 /// added once whatever crashes (the deltas it adds are deleted by the same commit). Answers the usage it
 /// folded, for the node's metrics.
 async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<Usage, sqlx::Error> {
@@ -132,15 +138,15 @@ async fn fold_from(db: impl PgExecutor<'_>, table: &str) -> Result<Usage, sqlx::
                   insert into usage_hours as u (account_id, hour, queue_id, ",
             usage_columns!(),
             ")
-                  select q.account_id, to_timestamp(f.epoch_hour::float8 * 3600), f.queue_id,
+                  select q.account_id, to_timestamp(f.epoch_hour::float8 * 3600), coalesce(q.parent_queue_id, f.queue_id),
                          sum(f.published), sum(f.published_bytes), sum(f.delivered), sum(f.delivered_bytes),
                          sum(f.acked), sum(f.retried), sum(f.dead_lettered), sum(f.expired), sum(f.write_ops),
                          sum(f.read_ops), sum(f.delete_ops)
                   from folded f join metered_queues q on q.queue_id = f.queue_id
                   where f.published <> 0 or f.delivered <> 0 or f.acked <> 0 or f.retried <> 0
                      or f.dead_lettered <> 0 or f.expired <> 0 or f.write_ops <> 0 or f.delete_ops <> 0
-                  group by q.account_id, f.epoch_hour, f.queue_id
-                  order by q.account_id, f.epoch_hour, f.queue_id
+                  group by q.account_id, f.epoch_hour, coalesce(q.parent_queue_id, f.queue_id)
+                  order by q.account_id, f.epoch_hour, coalesce(q.parent_queue_id, f.queue_id)
                   on conflict (account_id, hour, queue_id) do update set
                       published = u.published + excluded.published,
                       published_bytes = u.published_bytes + excluded.published_bytes,

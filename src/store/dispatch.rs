@@ -16,7 +16,10 @@ use crate::store::owned::OwnedQueue;
 pub struct WebhookConsumerRow {
     pub id: ConsumerId,
     pub account_id: AccountId,
+    /// Where its messages wait: its queue, or its lane there (the `consumer_lanes` migration).
     pub queue_id: QueueId,
+    /// The queue as the tenant names it, in deliveries.
+    pub named_queue_id: QueueId,
     pub queue_name: String,
     pub message_retention_period: i32,
     pub url: String,
@@ -57,7 +60,8 @@ pub struct ActiveConsumer {
 /// The columns of a `WebhookConsumerRow`, and the tables they come from.
 macro_rules! webhook_consumer {
     () => {
-        "select c.id, c.account_id, c.queue_id, q.name as queue_name, q.message_retention_period,
+        "select c.id, c.account_id, c.queue_id, coalesce(p.id, q.id) as named_queue_id,
+    coalesce(p.name, q.name) as queue_name, q.message_retention_period,
     c.url, c.signing_secret,
     case when c.previous_secret_expires_at > now() then c.previous_signing_secret end as previous_signing_secret,
     c.dead_letter_queue, d.id as dead_letter_queue_id, c.batch_size,
@@ -70,7 +74,9 @@ macro_rules! webhook_consumer_from {
     () => {
         "from consumers c
          join queues q on q.id = c.queue_id
+         left join queues p on p.id = q.parent_queue_id
          left join queues d on d.account_id = c.account_id and d.name = c.dead_letter_queue and d.id <> q.id
+                           and d.id <> coalesce(p.id, q.id)
          left join webhook_health h on h.consumer_id = c.id"
     };
 }
@@ -91,7 +97,8 @@ pub async fn active_webhook_consumers(pool: &PgPool) -> Result<Vec<ActiveConsume
     .await
 }
 
-/// The queue's webhook consumer `id`, paused or not; None when the queue has no such webhook consumer.
+/// The queue's webhook consumer `id` (in the queue or a lane of it), paused or not; None when the queue has no
+/// such webhook consumer.
 pub async fn webhook_consumer(
     db: impl PgExecutor<'_>,
     queue: OwnedQueue,
@@ -101,7 +108,7 @@ pub async fn webhook_consumer(
         webhook_consumer!(),
         " ",
         webhook_consumer_from!(),
-        " where c.account_id = $1 and c.queue_id = $2 and c.id = $3 and c.kind = 'webhook'
+        " where c.account_id = $1 and (q.id = $2 or q.parent_queue_id = $2) and c.id = $3 and c.kind = 'webhook'
            and c.url is not null and c.signing_secret is not null",
     ))
     .bind(queue.account())

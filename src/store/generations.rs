@@ -55,12 +55,13 @@ pub async fn switch(conn: &mut PgConnection, previous: i16, next: i16) -> Result
     Ok(())
 }
 
-/// Truncates the draining generation `gen` if it holds nothing, and marks it empty; false when it holds
+/// Truncates the draining generation `gen` if it holds no message, and marks it empty; false when it holds
 /// messages still, or when its tables are in use beyond `lock_timeout_ms` (a long statement, a vacuum, a
-/// `pg_dump`), which leaves it as it was.
+/// `pg_dump`), which leaves it as it was. The bodies a generation holds without messages are those its
+/// fanned-out messages shared, which no delete removes (the `consumer_lanes` migration): they go with it.
 pub async fn truncate_if_empty(conn: &mut PgConnection, gen: i16, lock_timeout_ms: u32) -> Result<bool, sqlx::Error> {
     let (messages, bodies) = YOUNG[gen as usize];
-    let holds = format!("select exists (select 1 from {messages}) or exists (select 1 from {bodies})");
+    let holds = format!("select exists (select 1 from {messages})");
     // Looked at first without the lock: while a backlog drains, the lock taken each turn only to find
     // messages would stop every claim and ack of the generation for as long as it waits and is held.
     if sqlx::query_scalar::<_, bool>(&holds).fetch_one(&mut *conn).await? {
@@ -113,7 +114,8 @@ pub async fn holds(conn: &mut PgConnection, gen: i16, max: i64) -> Result<i64, s
 }
 
 /// Moves up to `limit` of the draining generation `gen`'s messages, with their bodies, to the old
-/// generation; returns how many moved. Moving a row between partitions fires no insert or delete
+/// generation; returns how many moved. A copy of a fanned-out message gets a body of its own there, so that
+/// nothing in the old generation, which only vacuum cleans, is shared; the copies left behind keep theirs. Moving a row between partitions fires no insert or delete
 /// trigger, so counts and keys stay as they are. The generation's tables are locked against writes
 /// first (waiting at most `lock_timeout_ms`, else nothing moves this turn): a statement that found a row
 /// before it moved and then locked it (a claim, an ack, a key's release) would fail with "tuple to be
@@ -128,21 +130,32 @@ pub async fn move_to_old(
     if !lock_young(conn, gen, "exclusive", lock_timeout_ms).await? {
         return Ok(0);
     }
-    let moved: Vec<(uuid::Uuid,)> = sqlx::query_as(&format!(
-        "with moving as (select id from {messages} order by id limit $2 for update skip locked)
-         update messages m set gen = $3 from moving where m.gen = $1 and m.id = moving.id returning m.id"
+    let moved: Vec<(uuid::Uuid, Option<uuid::Uuid>)> = sqlx::query_as(&format!(
+        "with moving as (select id, body_id from {messages} order by id limit $2 for update skip locked)
+         update messages m set gen = $3, body_id = null from moving where m.gen = $1 and m.id = moving.id
+         returning m.id, moving.body_id"
     ))
     .bind(gen)
     .bind(limit)
     .bind(OLD)
     .fetch_all(&mut *conn)
     .await?;
-    let ids: Vec<uuid::Uuid> = moved.into_iter().map(|(id,)| id).collect();
-    sqlx::query("update message_bodies set gen = $3 where gen = $1 and id = any($2)")
-        .bind(gen)
-        .bind(&ids)
-        .bind(OLD)
-        .execute(conn)
-        .await?;
-    Ok(ids.len() as u64)
+    let count = moved.len() as u64;
+    let (own, shared): (Vec<_>, Vec<_>) = moved.into_iter().partition(|(_, body)| body.is_none());
+    let own: Vec<uuid::Uuid> = own.into_iter().map(|(id, _)| id).collect();
+    let (copies, bodies): (Vec<uuid::Uuid>, Vec<Option<uuid::Uuid>>) = shared.into_iter().unzip();
+    sqlx::query(
+        "with own as (update message_bodies set gen = $3 where gen = $1 and id = any($2))
+         insert into message_bodies (id, content_type, body, gen)
+         select c.id, b.content_type, b.body, $3
+         from unnest($4::uuid[], $5::uuid[]) as c(id, body_id) join message_bodies b on b.gen = $1 and b.id = c.body_id",
+    )
+    .bind(gen)
+    .bind(&own)
+    .bind(OLD)
+    .bind(&copies)
+    .bind(&bodies)
+    .execute(conn)
+    .await?;
+    Ok(count)
 }

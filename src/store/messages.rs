@@ -13,7 +13,11 @@ use crate::store::owned::OwnedQueue;
 /// A message handed out by a claim or a peek.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct StoredMessage {
+    /// The row leased: what its lease id names.
     pub id: MessageId,
+    /// The id it was published under, which every consumer of its queue sees: a lane's copy has an id of
+    /// its own (the `consumer_lanes` migration).
+    pub published_id: MessageId,
     pub attempts: i32,
     pub published_at: DateTime<Utc>,
     pub content_type: i16,
@@ -65,9 +69,9 @@ macro_rules! dead_letter_ctes {
         dropped as (
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
               and exists (select 1 from dropping)
-            returning m.id, m.gen),
+            returning m.id, m.gen, m.body_id),
         dropped_bodies as (delete from message_bodies b
-            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped))),
+            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped where body_id is null))),
         dead_letter_events as (
             insert into event_outbox (account_id, subscription_id, destination_queue_id, event, queue_id, queue_name,
                                       payload)
@@ -107,6 +111,7 @@ pub struct Claim {
 #[derive(sqlx::FromRow)]
 struct ClaimRow {
     id: Option<MessageId>,
+    published_id: Option<MessageId>,
     attempts: Option<i32>,
     published_at: Option<DateTime<Utc>>,
     content_type: Option<i16>,
@@ -159,22 +164,23 @@ macro_rules! claim_statement {
                      attempts = m.attempts + 1, leased = true, running = true
                  where m.gen = any(array(select distinct gen from candidates where attempts < $2))
                    and m.id = any(array(select id from candidates where attempts < $2))
-                 returning m.id, m.gen, m.attempts, m.published_at, m.dead_letter_source, m.dead_lettered_at,
-                           m.ordering_key, m.flow_key, m.size),
+                 returning m.id, m.gen, m.body_id, m.attempts, m.published_at, m.dead_letter_source,
+                           m.dead_lettered_at, m.ordering_key, m.flow_key, m.size),
              metered as (
                  insert into queue_count_deltas (queue_id, messages, bytes, delivered, delivered_bytes, read_ops)
                  select $1, 0, 0, count(*), sum(size), sum(usage_chunks(size)) from claimed having count(*) > 0)
-             select c.id, c.attempts, c.published_at, b.content_type, b.body,
+             select c.id, coalesce(c.body_id, c.id) as published_id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
-                         then (select name from queues where id = c.dead_letter_source) end as dead_letter_source,
+                         then (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
+                               where s.id = c.dead_letter_source) end as dead_letter_source,
                     c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b
-                  on b.gen = any(array(select distinct gen from claimed)) and b.id = c.id
+                  on b.gen = any(array(select distinct gen from claimed)) and b.id = coalesce(c.body_id, c.id)
              union all
-             select id, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
+             select id, null, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
-             select null, null, null, null, null, null, null, null, null,
+             select null, null, null, null, null, null, null, null, null, null,
                     (select min(available_at) from messages
                      where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                        and published_at > now() - make_interval(secs => $5)
@@ -236,6 +242,7 @@ pub async fn claim(
             (Some(attempts), Some(published_at), Some(content_type), Some(body)) => {
                 claim.messages.push(StoredMessage {
                     id,
+                    published_id: row.published_id.unwrap_or(id),
                     attempts,
                     published_at,
                     content_type,
@@ -253,7 +260,7 @@ pub async fn claim(
     if claim.messages.is_empty() {
         claim.next_in_ms = None;
     }
-    claim.messages.sort_by_key(|m| (m.published_at, m.id.0));
+    claim.messages.sort_by_key(|m| (m.published_at, m.published_id.0));
     Ok(claim)
 }
 
@@ -416,8 +423,9 @@ pub async fn peek(
     limit: i64,
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
     sqlx::query_as(
-        "select m.id, m.attempts, m.published_at, b.content_type, b.body,
-                (select name from queues where id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
+        "select m.id, coalesce(m.body_id, m.id) as published_id, m.attempts, m.published_at, b.content_type, b.body,
+                (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
+                 where s.id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
                 m.ordering_key, m.flow_key
          from (
              (select id, gen, available_at from messages
@@ -428,7 +436,7 @@ pub async fn peek(
               where running and queue_id = $1 and published_at > now() - make_interval(secs => $3)
               order by available_at, id limit $2)) p
          join messages m on m.gen = p.gen and m.id = p.id
-         join message_bodies b on b.gen = m.gen and b.id = m.id
+         join message_bodies b on b.gen = m.gen and b.id = coalesce(m.body_id, m.id)
          order by p.available_at, p.id
          limit $2",
     )
@@ -559,9 +567,9 @@ pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId
     let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
         "with gone as (
              delete from messages m where queue_id = $1 and id = any($2)
-             returning m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
+             returning m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
               bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
          select id, size, keyed from gone",
     )
     .bind(queue.id())
@@ -589,9 +597,9 @@ pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) 
              from queues q where q.account_id = $1 and q.id = $2),
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
-             returning m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
+             returning m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
          bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
          select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
     )
     .bind(queue.account())
@@ -640,9 +648,9 @@ pub async fn ack_batches(
          gone as (
              delete from messages m where m.id = any(array(select id from acked))
                and (m.queue_id, m.id) in (select queue_id, id from acked)
-             returning m.queue_id, m.id, m.gen, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
+             returning m.queue_id, m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
          bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone)))
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
          select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
     )
     .bind(&accounts)
@@ -698,9 +706,9 @@ pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Resul
         "with removing as materialized (select set_config('skiplock.deleting', 'removed', true)),
               doomed as (select id from messages where queue_id = $1 order by id for update),
               gone as (delete from messages m using doomed d where m.id = d.id and exists (select 1 from removing)
-                       returning m.id, m.gen)
+                       returning m.id, m.gen, m.body_id)
          delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))",
+                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null))",
     )
     .bind(queue)
     .execute(db)
@@ -720,9 +728,9 @@ macro_rules! delete_doomed {
             $doomed,
             "),
          gone as (delete from messages m where m.id = any(array(select id from doomed)) and exists (select 1 from reason)
-                  returning m.id, m.gen)
+                  returning m.id, m.gen, m.body_id)
          delete from message_bodies b
-         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone))"
+         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null))"
         )
     };
 }

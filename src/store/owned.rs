@@ -62,7 +62,7 @@ impl Owners {
             Some(owner) => Some(owner),
             None => {
                 let owner = sqlx::query_scalar!(
-                    r#"select account_id as "account_id: AccountId" from queues where id = $1"#,
+                    r#"select account_id as "account_id: AccountId" from queues where id = $1 and parent_queue_id is null"#,
                     queue.0
                 )
                 .fetch_optional(db)

@@ -77,6 +77,46 @@ struct PublishRow {
     previous_signing_secret: Option<String>,
 }
 
+/// The queues a publish stores to, as the CTE `live`: the account's queues named (`$1`, `$2`), with
+/// the columns `$columns` picks from each (`q.`), and the lanes of their further consumers (the
+/// `consumer_lanes` migration). Each row names the queue its messages were published to (`parent`, its
+/// own id for a queue), whether that queue fans out, when every copy names the body it shares, and whether
+/// the row takes a copy (`stores`): a queue that fans out keeps none for itself once its own consumer is
+/// deleted, so that nothing piles up for no one.
+macro_rules! live_queues {
+    ($columns:literal, $inherited:literal) => {
+        concat!(
+            "targets as (
+         select q.id, ",
+            $columns,
+            " from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+     live as (
+         select t.id, t.id as parent, f.fans_out,
+                not f.fans_out or exists (select 1 from consumers c where c.queue_id = t.id) as stores, ",
+            $inherited,
+            " from targets t
+         cross join lateral (select exists (select 1 from queues c where c.parent_queue_id = t.id) as fans_out) f
+         union all
+         select c.id, t.id, true, true, ",
+            $inherited,
+            " from targets t join queues c on c.parent_queue_id = t.id)"
+        )
+    };
+}
+
+/// The id of message `m`'s copy in queue or lane `l`: the message's own in its queue.
+///
+/// The inserts take each message's queue and lanes in a lateral subquery that cannot be flattened
+/// (`offset 0`), so that the messages are stored in the order given: each one's `available_at` is read
+/// from the clock as it is stored, and a join the planner turned around stored a batch's messages out of
+/// order.
+macro_rules! copy_id {
+    () => {
+        "case when l.id = m.queue_id then m.id else fan_out_id(m.id, l.id) end"
+    };
+}
+
 /// The messages of a publish to the queues of the CTE `$queues` (id, delivery_delay) for which `$keep`
 /// holds. `plain`: none has an ordering or a flow key, and the insert is what it was before there were
 /// keys. `ordered`: with their ordering keys (`$9`, one per message), each key's row in `ordering_keys`
@@ -92,13 +132,15 @@ macro_rules! insert_messages {
     (plain, $queues:literal, $keep:expr) => {
         concat!(
             "inserted as (
-         insert into messages (id, queue_id, available_at, size, published_at, gen)
-         select m.id, m.queue_id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now(),
-                (select gen from message_generations where state = 'current')
+         insert into messages (id, queue_id, available_at, size, published_at, gen, body_id)
+         select ",
+            copy_id!(),
+            ", l.id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now(),
+                (select gen from message_generations where state = 'current'), case when l.fans_out then m.id end
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         join ",
+         cross join lateral (select * from ",
             $queues,
-            " l on l.id = m.queue_id
+            " x where x.parent = m.queue_id and x.stores offset 0) l
          where ",
             $keep,
             ")"
@@ -108,35 +150,44 @@ macro_rules! insert_messages {
         concat!(
             "heads as (
          insert into ordering_keys as h (queue_id, ordering_key, opened_by)
-         select distinct on (m.queue_id, m.key) m.queue_id, m.key, m.id
+         select distinct on (l.id, m.key) l.id, m.key, ",
+            copy_id!(),
+            "
          from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
-         where m.key is not null and m.queue_id in (select id from ",
+         join ",
             $queues,
-            ") and ",
+            " l on l.parent = m.queue_id and l.stores
+         where m.key is not null and ",
             $keep,
             "
-         order by m.queue_id, m.key, m.i
+         order by l.id, m.key, m.i
          on conflict (queue_id, ordering_key) do update set opened_by = h.opened_by where false
          returning h.opened_by),
      flows as materialized (
          select flow_track(k.queue_id, k.key) as tracked
-         from (select distinct m.queue_id, m.key from unnest($4::uuid[], $10::text[]) as m(queue_id, key)
-               where m.key is not null and m.queue_id in (select id from ",
+         from (select distinct l.id as queue_id, m.key from unnest($4::uuid[], $10::text[]) as m(queue_id, key)
+               join ",
             $queues,
-            ")) k
+            " l on l.parent = m.queue_id and l.stores
+               where m.key is not null) k
          order by k.queue_id, k.key collate \"C\"),
      inserted as (
-         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, flow_key, gen)
-         select m.id, m.queue_id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
-                m.size, now(), m.key, m.flow_key, (select gen from message_generations where state = 'current')
+         insert into messages (id, queue_id, available_at, due_at, size, published_at, ordering_key, flow_key, gen,
+                               body_id)
+         select d.id, l.id, case when parked then 'infinity' else d.due end, case when parked then d.due end,
+                m.size, now(), m.key, m.flow_key, (select gen from message_generations where state = 'current'),
+                case when l.fans_out then m.id end
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[], $10::text[])
              as m(id, queue_id, delay, size, key, flow_key)
-         join ",
+         cross join lateral (select * from ",
             $queues,
-            " l on l.id = m.queue_id
+            " x where x.parent = m.queue_id and x.stores offset 0) l
+         cross join lateral (select ",
+            copy_id!(),
+            " as id) c
          cross join lateral (
-             select clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
-                    m.key is not null and m.id not in (select opened_by from heads) as parked) d
+             select c.id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
+                    m.key is not null and c.id not in (select opened_by from heads) as parked) d
          where (select count(tracked) from flows) >= 0 and ",
             $keep,
             ")"
@@ -175,9 +226,9 @@ macro_rules! store_messages {
 macro_rules! publish {
     ($mode:ident) => {
         concat!(
-            "with live as (
-         select q.id, q.delivery_delay from queues q
-         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+            "with ",
+            live_queues!("q.delivery_delay", "t.delivery_delay"),
+            ",
      ",
             store_messages!($mode, "live")
         )
@@ -188,11 +239,14 @@ macro_rules! publish {
 /// queues with their windows, and the insert of the keys in the order given, to be ended by the caller.
 macro_rules! keyed_publish_start {
     () => {
-        "with live as (
-         select q.id, q.delivery_delay, q.idempotency_window,
-                now() + make_interval(secs => q.idempotency_window) as keys_expire_at
-         from queues q
-         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+        concat!(
+            "with ",
+            live_queues!(
+                "q.delivery_delay, q.idempotency_window,
+                now() + make_interval(secs => q.idempotency_window) as keys_expire_at",
+                "t.delivery_delay, t.idempotency_window, t.keys_expire_at"
+            ),
+            ",
      keys as (
          insert into idempotency_keys (queue_id, key, expires_at)
          select k.queue_id, k.key, l.keys_expire_at
@@ -200,6 +254,7 @@ macro_rules! keyed_publish_start {
          join live l on l.id = k.queue_id
          where l.idempotency_window > 0
          order by k.i"
+        )
     };
 }
 
@@ -213,7 +268,7 @@ macro_rules! publish_new_keys {
             keyed_publish_start!(),
             "
          returning 1),
-     stored as (select id, delivery_delay from live where (select count(*) from keys) is not null),
+     stored as (select id, parent, fans_out, stores, delivery_delay from live where (select count(*) from keys) is not null),
      ",
             store_messages!($mode, "stored")
         )
@@ -265,9 +320,10 @@ macro_rules! publish_any_keys {
 /// dispatch slot its offer set aside. A queue that is paused or delays its messages stores them as any
 /// publish does. The consumer's secrets are read as a claim reads them, so that a batch stored after a
 /// rotation answered is signed with the new secret.
-const PUBLISH_LEASING: &str = "with live as (
-         select q.id, q.delivery_delay, q.delivery_paused from queues q
-         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))),
+const PUBLISH_LEASING: &str = concat!(
+    "with ",
+    live_queues!("q.delivery_delay, q.delivery_paused", "t.delivery_delay, t.delivery_paused"),
+    ",
      slots as materialized (
          select o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
                 case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
@@ -284,16 +340,20 @@ const PUBLISH_LEASING: &str = "with live as (
          from unnest($3::uuid[], $4::uuid[], $5::int2[], $6::bytea[]) as m(id, queue_id, content_type, body)
          where m.queue_id in (select id from live)),
      inserted as (
-         insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at, gen)
-         select m.id, m.queue_id,
+         insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at, gen,
+                               body_id)
+         select ",
+    copy_id!(),
+    ", l.id,
                 case when a.leased then clock_timestamp() + make_interval(secs => s.lease_ms / 1000)
                      else clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
-                a.leased::int4, a.leased, a.leased, m.size, now(), (select gen from message_generations where state = 'current')
+                a.leased::int4, a.leased, a.leased, m.size, now(), (select gen from message_generations where state = 'current'),
+                case when l.fans_out then m.id end
          from (select u.*, row_number() over (partition by u.queue_id order by coalesce(u.delay, 0) <> 0, u.i) as n
                from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) with ordinality
                    as u(id, queue_id, delay, size, i)) m
-         join live l on l.id = m.queue_id
-         left join slots s on s.queue_id = m.queue_id
+         cross join lateral (select * from live x where x.parent = m.queue_id and x.stores offset 0) l
+         left join slots s on s.queue_id = l.id and l.id = m.queue_id
          cross join lateral (
              select s.slot is not null and coalesce(m.delay, 0) = 0 and m.n <= s.batch_size as leased) a
          returning id, queue_id, leased)
@@ -306,7 +366,8 @@ const PUBLISH_LEASING: &str = "with live as (
      union all
      select i.queue_id, false, false, null, i.id, s.slot, now(), s.signing_secret, s.previous_signing_secret
      from inserted i join slots s on s.queue_id = i.queue_id
-     where i.leased";
+     where i.leased"
+);
 
 /// Each statement without ordering keys (index 0) and with them (index 1).
 const PUBLISH: [&str; 2] = [publish!(plain), publish!(ordered)];
@@ -451,7 +512,8 @@ pub async fn publish(
                 publishes.iter().filter(|p| p.queue.id() == stored.queue).map(|p| p.messages.len()).sum();
             let leased: usize =
                 published.leased.iter().filter(|b| b.queue.id() == stored.queue).map(|b| b.messages.len()).sum();
-            stored.all_leased = leased == taken;
+            // A lane took copies of messages published to its queue, none leased.
+            stored.all_leased = taken > 0 && leased == taken;
         }
     }
     let mut next = ids.iter();
@@ -479,6 +541,7 @@ fn leased_batches(
             let Some(offer) = offers.iter().find(|o| o.queue == p.queue.id()) else { continue };
             let message = StoredMessage {
                 id: *id,
+                published_id: *id,
                 attempts: 1,
                 published_at,
                 content_type: m.content_type.code(),

@@ -113,7 +113,7 @@ pub async fn ensure(pool: &PgPool, source: OwnedQueue, name: &QueueName) -> Resu
 
 /// The account's queue named `name`, if it has one.
 pub async fn named(db: impl PgExecutor<'_>, account: AccountId, name: &str) -> Result<Option<OwnedQueue>, sqlx::Error> {
-    sqlx::query_scalar("select id from queues where account_id = $1 and name = $2")
+    sqlx::query_scalar("select id from queues where account_id = $1 and name = $2 and parent_queue_id is null")
         .bind(account.0)
         .bind(name)
         .fetch_optional(db)
@@ -122,9 +122,12 @@ pub async fn named(db: impl PgExecutor<'_>, account: AccountId, name: &str) -> R
 }
 
 pub async fn count(db: impl PgExecutor<'_>, account: AccountId) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(r#"select count(*) as "count!" from queues where account_id = $1"#, account.0)
-        .fetch_one(db)
-        .await
+    sqlx::query_scalar!(
+        r#"select count(*) as "count!" from queues where account_id = $1 and parent_queue_id is null"#,
+        account.0
+    )
+    .fetch_one(db)
+    .await
 }
 
 pub async fn get(db: impl PgExecutor<'_>, queue: OwnedQueue) -> Result<Option<QueueRow>, sqlx::Error> {
@@ -155,7 +158,8 @@ pub async fn list(
         r#"select id as "id: QueueId", account_id as "account_id: AccountId", name, delivery_delay, delivery_paused,
                   message_retention_period, created_at, modified_at, purge_started_at, purge_completed, jurisdiction,
                   idempotency_window
-         from queues where account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))
+         from queues
+         where account_id = $1 and parent_queue_id is null and (cardinality($2::text[]) = 0 or name = any($2))
          order by created_at, id limit $3 offset $4"#,
         account.0,
         names,
@@ -166,7 +170,7 @@ pub async fn list(
     .await?;
     let total = sqlx::query_scalar!(
         r#"select count(*) as "count!" from queues
-         where account_id = $1 and (cardinality($2::text[]) = 0 or name = any($2))"#,
+         where account_id = $1 and parent_queue_id is null and (cardinality($2::text[]) = 0 or name = any($2))"#,
         account.0,
         names,
     )
@@ -202,35 +206,62 @@ pub async fn update(
     .map_err(|e| map_duplicate(e, name))
 }
 
-/// Deletes the queue and its consumer, and records it among the deleted queues whose messages are still
-/// to go (`messages::delete_of_deleted`), in one transaction; false if there was none. Its messages are
-/// deleted after this commits: no ack or claim finds the queue then, and a deletion holding all its rows
-/// while acks of them ran deadlocked with those acks.
+/// Deletes the queue (a lane too, `lanes`) with its consumers and lanes, and records each among the
+/// deleted queues whose messages are still to go (`messages::delete_of_deleted`), in one transaction;
+/// false if there was none. Its messages are deleted after this commits: no ack or claim finds the queue
+/// then, and a deletion holding all its rows while acks of them ran deadlocked with those acks.
 pub async fn delete(pool: &PgPool, queue: OwnedQueue) -> Result<bool, sqlx::Error> {
-    let id = queue.id();
     let mut tx = pool.begin().await?;
-    let deleted = sqlx::query!("delete from queues where account_id = $1 and id = $2", queue.account().0, id.0)
-        .execute(&mut *tx)
-        .await?;
-    if deleted.rows_affected() == 0 {
+    let deleted: Vec<QueueId> = sqlx::query_scalar(
+        "with family as (select id from queues where account_id = $1 and (id = $2 or parent_queue_id = $2))
+         delete from queues q where q.id in (select id from family) returning q.id",
+    )
+    .bind(queue.account())
+    .bind(queue.id())
+    .fetch_all(&mut *tx)
+    .await?;
+    if deleted.is_empty() {
         return Ok(false);
     }
-    sqlx::query("insert into deleted_queues (queue_id) values ($1) on conflict do nothing")
-        .bind(id)
+    sqlx::query("insert into deleted_queues (queue_id) select * from unnest($1::uuid[]) on conflict do nothing")
+        .bind(&deleted)
         .execute(&mut *tx)
         .await?;
     // Its flow keys go now, in key order as acks lock them: the deletes of its messages then count none,
     // and cannot hold a message an ack's release waits for while waiting for that ack's key.
     sqlx::query(
         "delete from flow_keys where (queue_id, flow_key) in (
-             select queue_id, flow_key from flow_keys where queue_id = $1 order by flow_key for update)",
+             select queue_id, flow_key from flow_keys where queue_id = any($1) order by queue_id, flow_key for update)",
     )
-    .bind(id)
+    .bind(&deleted)
     .execute(&mut *tx)
     .await?;
-    sqlx::query!("delete from idempotency_keys where queue_id = $1", id.0).execute(&mut *tx).await?;
+    sqlx::query("delete from idempotency_keys where queue_id = any($1)").bind(&deleted).execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(true)
+}
+
+/// Makes lane `lane` of the queue for a further consumer (the `consumer_lanes` migration), with the
+/// queue's delivery settings; None when the queue is gone.
+pub async fn create_lane(
+    db: impl PgExecutor<'_>,
+    queue: OwnedQueue,
+    lane: QueueId,
+) -> Result<Option<OwnedQueue>, sqlx::Error> {
+    let made: Option<QueueId> = sqlx::query_scalar(
+        "insert into queues (id, account_id, name, delivery_delay, delivery_paused, message_retention_period,
+                             jurisdiction, idempotency_window, parent_queue_id)
+         select $3, account_id, '~' || replace($3::text, '-', ''), delivery_delay, delivery_paused,
+                message_retention_period, jurisdiction, 0, id
+         from queues where account_id = $1 and id = $2 and parent_queue_id is null
+         returning id",
+    )
+    .bind(queue.account())
+    .bind(queue.id())
+    .bind(lane)
+    .fetch_optional(db)
+    .await?;
+    Ok(made.map(|lane| OwnedQueue::vouched(queue.account(), lane)))
 }
 
 /// Deleted queues that may still have messages, the oldest deletions first.
@@ -271,6 +302,9 @@ pub async fn purge(pool: &PgPool, queue: OwnedQueue) -> Result<Option<QueueRow>,
     .fetch_optional(&mut *tx)
     .await?;
     if row.is_some() {
+        for lane in lanes(&mut *tx, queue).await? {
+            super::messages::delete_all(&mut *tx, lane.id()).await?;
+        }
         super::messages::delete_all(&mut *tx, id).await?;
         sqlx::query!("delete from idempotency_keys where queue_id = $1", id.0).execute(&mut *tx).await?;
         tx.commit().await?;
@@ -294,4 +328,31 @@ pub async fn dead_letter_target(
     let Ok(name) = QueueName::parse("dead_letter_queue", name) else { return Ok(None) };
     let made = ensure(pool, queue, &name).await?;
     Ok(made.map(|dead_letter| dead_letter.id).filter(|id| *id != queue.id()))
+}
+
+/// The lanes of the queue's further consumers (the `consumer_lanes` migration), oldest first.
+pub async fn lanes(db: impl PgExecutor<'_>, queue: OwnedQueue) -> Result<Vec<OwnedQueue>, sqlx::Error> {
+    let ids: Vec<QueueId> = sqlx::query_scalar(
+        "select id from queues where account_id = $1 and parent_queue_id = $2 order by created_at, id",
+    )
+    .bind(queue.account())
+    .bind(queue.id())
+    .fetch_all(db)
+    .await?;
+    Ok(ids.into_iter().map(|lane| OwnedQueue::vouched(queue.account(), lane)).collect())
+}
+
+/// Deletes the messages waiting in the queue itself, not those in its lanes: its own consumer was
+/// deleted while others read on, and nothing should wait there for no one.
+pub async fn clear_own(pool: &PgPool, queue: OwnedQueue) -> Result<u64, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let owned: Option<QueueId> = sqlx::query_scalar("select id from queues where account_id = $1 and id = $2")
+        .bind(queue.account())
+        .bind(queue.id())
+        .fetch_optional(&mut *tx)
+        .await?;
+    let Some(id) = owned else { return Ok(0) };
+    let deleted = super::messages::delete_all(&mut *tx, id).await?;
+    tx.commit().await?;
+    Ok(deleted)
 }

@@ -44,7 +44,8 @@ pub async fn queue_page(
     let states = sqlx::query_as!(
         QueueState,
         r#"with chosen as (
-                  select id, account_id, name from queues where account_id = $1 order by name limit $2 offset $3),
+                  select id, account_id, name from queues where account_id = $1 and parent_queue_id is null
+                  order by name limit $2 offset $3),
               named as (
                   select q.id, q.account_id, q.name, coalesce(c.dead_letter_queue, '') as dead_letter_queue,
                          d.id as dead_letter_id

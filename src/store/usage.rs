@@ -184,7 +184,8 @@ pub async fn export(
     }
 }
 
-/// Adds each queue's stored bytes times the sampling period to the current hour's byte-seconds, when no node has sampled this `period_seconds` period yet; whether this call sampled.
+/// Adds each queue's stored bytes (a queue with several consumers: its lane holding most, whose copies
+/// share the queue's bodies) times the sampling period to the current hour's byte-seconds, when no node has sampled this `period_seconds` period yet; whether this call sampled.
 /// Across accounts: the upkeep.
 pub async fn sample_storage(pool: &PgPool, period_seconds: i64) -> Result<bool, sqlx::Error> {
     let sampled = sqlx::query(
@@ -192,10 +193,11 @@ pub async fn sample_storage(pool: &PgPool, period_seconds: i64) -> Result<bool, 
              insert into usage_samples (period) values (floor(extract(epoch from now()) / $1)::int8)
              on conflict do nothing returning period)
          insert into usage_hours as u (account_id, hour, queue_id, storage_byte_seconds)
-         select q.account_id, date_trunc('hour', now(), 'UTC'), b.queue_id, b.bytes * $1
+         select q.account_id, date_trunc('hour', now(), 'UTC'), coalesce(q.parent_queue_id, q.id), max(b.bytes) * $1
          from queue_backlogs b join queues q on q.id = b.queue_id
          where b.bytes > 0 and exists (select 1 from taken)
-         order by q.account_id, b.queue_id
+         group by q.account_id, coalesce(q.parent_queue_id, q.id)
+         order by q.account_id, coalesce(q.parent_queue_id, q.id)
          on conflict (account_id, hour, queue_id) do update
              set storage_byte_seconds = u.storage_byte_seconds + excluded.storage_byte_seconds",
     )

@@ -186,7 +186,6 @@ async fn every_cloudflare_answer_validates_against_cloudflares_openapi_document(
     let body = json!({"type": "http_pull", "dead_letter_queue": "cf-dlq",
         "settings": {"batch_size": 10, "max_retries": 3, "retry_delay": 0, "visibility_timeout_ms": 30000}});
     let pull_c = id(&r.call(post.clone(), CONSUMERS, &pull_ids, Some(body), 200).await, "consumer_id");
-    r.call(post.clone(), CONSUMERS, &pull_ids, Some(json!({"type": "http_pull"})), 409).await;
     let hook_ids = [("queue_id", hook_q.as_str())];
     let body = json!({"type": "webhook", "url": receiver.url,
         "settings": {"batch_size": 5, "max_retries": 2, "max_wait_time_ms": 1000, "max_concurrency": 4,

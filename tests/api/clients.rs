@@ -93,21 +93,21 @@ async fn wrangler(pool: PgPool, version: &str, node: &Path, flow: &str, want: &s
 
 #[sqlx::test]
 async fn the_typescript_sdk_5_works_unchanged_on_the_system_node(pool: PgPool) {
-    let out = sdk(pool, Path::new(SYSTEM_NODE), &["--sdk", "5"], "sdk flow: 21 passed, 0 failed").await;
+    let out = sdk(pool, Path::new(SYSTEM_NODE), &["--sdk", "5"], "sdk flow: 22 passed, 0 failed").await;
     assert!(out.contains("cloudflare 5."), "{out}");
     assert!(node_major(&out) >= 20, "the SDK 5.x flow needs Node 20 or newer:\n{out}");
 }
 
 #[sqlx::test]
 async fn the_typescript_sdk_7_works_unchanged_on_node_22(pool: PgPool) {
-    let out = sdk(pool, &node22(), &["--sdk", "7"], "sdk flow: 23 passed, 0 failed").await;
+    let out = sdk(pool, &node22(), &["--sdk", "7"], "sdk flow: 24 passed, 0 failed").await;
     assert!(out.contains("cloudflare 7.3.0"), "{out}");
     assert_eq!(node_major(&out), 22, "{out}");
 }
 
 #[sqlx::test]
 async fn the_typescript_sdk_7_works_unchanged_on_the_system_node(pool: PgPool) {
-    let out = sdk(pool, Path::new(SYSTEM_NODE), &["--sdk", "7"], "sdk flow: 23 passed, 0 failed").await;
+    let out = sdk(pool, Path::new(SYSTEM_NODE), &["--sdk", "7"], "sdk flow: 24 passed, 0 failed").await;
     assert!(node_major(&out) >= 20, "{out}");
 }
 

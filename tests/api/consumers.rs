@@ -22,12 +22,15 @@ async fn an_http_pull_consumer_gets_pull_defaults(pool: PgPool) {
 }
 
 #[sqlx::test]
-async fn a_queue_has_at_most_one_consumer(pool: PgPool) {
+async fn a_queue_has_at_most_eight_consumers(pool: PgPool) {
     let app = spawn_app(pool).await;
     let q = app.pull_queue("orders", json!({})).await;
+    for _ in 1..8 {
+        app.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull"})).await.expect_ok();
+    }
     let resp =
         app.post(&format!("queues/{q}/consumers"), json!({"type": "http_pull", "dead_letter_queue": "dlq"})).await;
-    resp.expect_error(409);
+    assert!(resp.expect_error(409).contains("8 consumers"));
     assert_eq!(resp.headers["x-should-retry"], "false");
     assert_eq!(app.get("queues?name=dlq").await.expect_ok(), &json!([]), "a refused consumer makes no queue");
 }

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use crate::helpers::{lease, spawn_app};
 
 /// Turns that never wait: a generation gives way at once and its messages move at once.
-const AT_ONCE: Rotation = Rotation { every: Duration::ZERO, move_after: Duration::ZERO, most_moved: 10_000 };
+pub(crate) const AT_ONCE: Rotation = Rotation { every: Duration::ZERO, move_after: Duration::ZERO, most_moved: 10_000 };
 
 async fn generation_of(pool: &PgPool, body: &str) -> i16 {
     sqlx::query_scalar(
@@ -26,7 +26,7 @@ async fn generation_of(pool: &PgPool, body: &str) -> i16 {
 }
 
 /// An engine of its own, whose turns the test takes (the app's node takes them too, every 10 s).
-async fn engine(pool: &PgPool) -> std::sync::Arc<skiplock::engine::Engine> {
+pub(crate) async fn engine(pool: &PgPool) -> std::sync::Arc<skiplock::engine::Engine> {
     let limits = skiplock::engine::limits::Limits::default();
     skiplock::engine::Engine::new(pool.clone(), std::sync::Arc::default(), limits, Default::default()).await.unwrap()
 }

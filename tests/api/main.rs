@@ -18,6 +18,7 @@ mod dispatch_wakeups;
 mod durability;
 mod events;
 mod extend;
+mod fan_out;
 mod first_run;
 mod flow_control;
 mod generations;

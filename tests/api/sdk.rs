@@ -33,7 +33,7 @@ async fn run_sdk_script(app: &TestApp, script: &str, args: &[&str]) -> String {
 async fn the_official_python_sdk_works_unchanged(pool: PgPool) {
     let app = spawn_app(pool).await;
     let stdout = run_sdk_script(&app, "cloudflare_sdk_flow.py", &[]).await;
-    assert!(stdout.contains("17 passed, 0 failed"), "{stdout}");
+    assert!(stdout.contains("18 passed, 0 failed"), "{stdout}");
 }
 
 /// The same SDK reaches long polling and lease extension through its raw-request escape hatch: a

@@ -99,6 +99,12 @@ async fn another_accounts_objects_are_not_found(pool: PgPool) {
     let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/extend"), Some(&token), extend).await;
     assert_eq!(resp.expect_ok()["extendCount"], 0);
     assert!(resp.result()["warnings"].get(&their_lease).is_some());
+    // Naming the victim's consumer in a pull of Mallory's own queue finds no consumer.
+    let pulling = body(json!({"type": "http_pull"}));
+    app.raw(Method::POST, &format!("{mine}/queues/{own}/consumers"), Some(&token), pulling).await.expect_ok();
+    let pull = body(json!({"consumer_id": their_consumer}));
+    let resp = app.raw(Method::POST, &format!("{mine}/queues/{own}/messages/pull"), Some(&token), pull).await;
+    assert!(resp.expect_error(400).contains("not a consumer of this queue"));
 
     // Nothing of the victim's changed.
     let queue = app.get(&format!("queues/{theirs}")).await;
@@ -123,6 +129,14 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
         .to_owned();
     let lease_id =
         lease(&app.pull(&victim_q, json!({"batch_size": 1, "visibility_timeout_ms": 600_000})).await[0]).to_owned();
+    // A second consumer of the victim's queue, and the hidden lane it reads.
+    let second = app.post(&format!("queues/{victim_q}/consumers"), json!({"type": "http_pull"})).await;
+    let second = second.expect_ok()["consumer_id"].as_str().unwrap().to_owned();
+    let lane: String =
+        sqlx::query_scalar("select replace(id::text, '-', '') from queues where parent_queue_id is not null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
     let peeked = app.post(&format!("queues/{victim_q}/messages/peek"), json!({})).await;
     let reference = peeked.expect_ok()["messages"][0]["ref"].as_str().unwrap().to_owned();
     let message = peeked.result()["messages"][0]["id"].as_str().unwrap().to_owned();
@@ -199,6 +213,10 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
                     json!({"messages": [{"body": 1, "ordering_key": "k", "idempotency_key": "i"}]}),
                 ),
                 (Method::POST, format!("queues/{q}/messages/pull"), json!({})),
+                (Method::POST, format!("queues/{q}/messages/pull"), json!({"consumer_id": second})),
+                (Method::GET, format!("queues/{lane}"), json!(null)),
+                (Method::POST, format!("queues/{lane}/messages/pull"), json!({})),
+                (Method::POST, format!("queues/{lane}/messages"), json!({"body": 1})),
                 (
                     Method::POST,
                     format!("queues/{q}/messages/ack"),
@@ -308,7 +326,7 @@ async fn the_isolation_matrix_has_no_successes_and_no_server_errors(pool: PgPool
             }
         }
     }
-    assert_eq!(tried, 8 * 2 * 74);
+    assert_eq!(tried, 8 * 2 * 78);
     // The victim is untouched.
     let queue = app.get(&format!("queues/{victim_q}")).await;
     assert_eq!(queue.expect_ok()["queue_name"], "victim");

@@ -412,6 +412,24 @@ async function purge_queue() {
   expect((p?.messages ?? []).length === 0, 'pull to find nothing after purge', p);
 }
 
+async function several_consumers() {
+  // A second consumer through the SDK unchanged: listed after the first, receiving what is published from
+  // then on, pulled by naming it (consumer_id goes in the body as any other field), deleted on its own.
+  const second = await client.queues.consumers.create(q(), { account_id: account, type: 'http_pull' });
+  const ids = [];
+  for await (const c of client.queues.consumers.list(q(), { account_id: account })) ids.push(c.consumer_id);
+  expect(ids.length === 2 && ids[0] === state.consumerId && ids[1] === second.consumer_id, 'both consumers listed, oldest first', ids);
+  await client.queues.messages.push(q(), { account_id: account, body: 'for both', content_type: 'text' });
+  for (const consumer of ids) {
+    const p = await client.queues.messages.pull(q(), { account_id: account, batch_size: 10, consumer_id: consumer });
+    expect((p?.messages ?? []).length === 1, `consumer ${consumer} to receive the message`, p);
+  }
+  await consumers.delete(q(), second.consumer_id);
+  const left = await api('GET', `queues/${q()}/consumers`);
+  expect(left.status === 200 && left.body.result.length === 1 && left.body.result[0].consumer_id === state.consumerId,
+    'the first consumer left', left.body);
+}
+
 async function delete_consumer() {
   const r = await consumers.delete(q(), state.consumerId);
   expect(r?.success === true || r !== undefined, 'a delete answer', r);
@@ -479,7 +497,8 @@ const flows = {
     tokens_verify, create_queue, list_queues, get_queue, update_queue, pause_and_resume,
     worker_consumer_refused, create_consumer, list_and_get_consumer, update_consumer, webhook_consumer,
     push_text, push_json, bulk_push, ...(major === 5 ? [] : [metrics]), paused_pull_refused, pull,
-    ack_and_retry, ...(major === 5 ? [redelivery] : [peek, purge_messages]), purge_queue, delete_consumer,
+    ack_and_retry, ...(major === 5 ? [redelivery] : [peek, purge_messages]), purge_queue, several_consumers,
+    delete_consumer,
     delete_queue,
   ],
   jurisdiction: [

@@ -206,8 +206,17 @@ async function queues_purge() {
 }
 
 async function consumer_http_remove() {
-  await wrangler('queues', 'consumer', 'http', 'remove', name);
+  // A second http consumer beside the first (several consumers per queue); `remove` takes the oldest.
+  await wrangler('queues', 'consumer', 'http', 'add', name, '--batch-size', '3');
   const q = await mustExist(name);
+  const two = await api('GET', `queues/${q.queue_id}/consumers`);
+  expect(two.status === 200 && two.body.result.length === 2 && two.body.result[1].settings.batch_size === 3,
+    'two http_pull consumers on the server, the new one last', two.body);
+  await wrangler('queues', 'consumer', 'http', 'remove', name);
+  const one = await api('GET', `queues/${q.queue_id}/consumers`);
+  expect(one.status === 200 && one.body.result.length === 1 && one.body.result[0].consumer_id === two.body.result[1].consumer_id,
+    'the oldest consumer removed', one.body);
+  await wrangler('queues', 'consumer', 'http', 'remove', name);
   const r = await api('GET', `queues/${q.queue_id}/consumers`);
   expect(r.status === 200 && r.body.result.length === 0, 'no consumer left on the server', r.body);
 }

@@ -82,7 +82,7 @@ async function startReceiver() {
   };
 }
 
-const consumerCard = (page) => page.getByRole('region', { name: 'Consumer', exact: true });
+const consumerCard = (page) => page.getByRole('region', { name: 'Consumers', exact: true });
 const healthOf = (page) => consumerCard(page).getByRole('group', { name: 'Endpoint health' });
 const logCard = (page) => page.getByRole('region', { name: 'Delivery attempts', exact: true });
 const rowsOf = (page) => logCard(page).getByRole('table', { name: 'Delivery attempts' }).locator('tr[data-attempt]');

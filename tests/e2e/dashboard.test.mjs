@@ -306,7 +306,7 @@ test('sign in, create a queue, send, watch the backlog, peek, purge, manage toke
     });
 
     await step('a consumer: create a webhook, rotate its secret, edit, delete; dead-letter queue', async () => {
-      const card = page.getByRole('region', { name: 'Consumer' });
+      const card = page.getByRole('region', { name: 'Consumers', exact: true });
       await card.getByRole('button', { name: 'Add a consumer' }).click();
       assert.equal(await card.getByLabel('Disable after (hours)').isVisible(), false, 'only for a webhook consumer');
       await card.getByRole('radio', { name: /^Webhook/ }).check();

@@ -1,5 +1,5 @@
 // End-to-end test of flow control per key on the queue page (web/views/queue/flow.js and flow-editor.js,
-// the consumer card's limits, the Flow control tile) in headless Chromium: a pull consumer given a
+// the consumers card's limits, the Flow control tile) in headless Chromium: a pull consumer given a
 // parallelism of 1 through its form (after the server's refusal of a period without a rate, shown in the
 // form); three messages of one flow key published through the API, seen as one let go and two held back
 // at the key's parallelism; the key paused and resumed from its row; a parallelism of 3 of its own set
@@ -81,7 +81,7 @@ test('flow control: consumer limits, a key held back, paused, resumed, given and
     });
 
     await step('the consumer form: a period without a rate is refused by the server; a parallelism of 1 is set', async () => {
-      const card = page.getByRole('region', { name: 'Consumer', exact: true });
+      const card = page.getByRole('region', { name: 'Consumers', exact: true });
       await card.getByRole('button', { name: 'Add a consumer' }).click();
       assert.equal(await card.getByRole('radio', { name: /^HTTP pull/ }).isChecked(), true);
       const period = card.getByLabel('Period (seconds)', { exact: true });
@@ -271,7 +271,7 @@ test('flow control: a key held back at its rate says when its next message goes'
     await page.getByRole('heading', { name: 'Queues', level: 1 }).waitFor();
     await page.goto(`${BASE}/#/queues/${queueId}`);
     await page.getByRole('heading', { name: queueName, level: 1 }).waitFor();
-    await waitForText(page.getByRole('region', { name: 'Consumer', exact: true }).locator('dl'), /Flow control\s*1 per hour per key/);
+    await waitForText(page.getByRole('region', { name: 'Consumers', exact: true }).locator('dl'), /Flow control\s*1 per hour per key/);
     const messages = [1, 2, 3].map((i) => ({ body: `tick ${i}`, content_type: 'text', flow_control_key: 'rated' }));
     assert.equal((await api('POST', `/queues/${queueId}/messages/batch`, { messages })).status, 200);
     // One let go now, one an hour on (a period's worth ahead at most), the third held back.

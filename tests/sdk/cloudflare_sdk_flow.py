@@ -300,6 +300,22 @@ def main() -> int:
         p = client.queues.messages.pull(q(), account_id=account, batch_size=10)
         expect(p is not None and not p.messages, "pull finds no messages after purge", dump(p))
 
+    def several_consumers() -> None:
+        # A second consumer through the SDK unchanged: listed beside the first, receiving what is published
+        # from then on, pulled by naming it (extra_body: the SDK has no field for it), deleted on its own.
+        second = client.queues.consumers.create(q(), account_id=account, type="http_pull")
+        listed = [c.consumer_id for c in client.queues.consumers.list(q(), account_id=account)]
+        expect(len(listed) == 2 and listed[1] == second.consumer_id, "both consumers listed, oldest first", listed)
+        client.queues.messages.push(q(), account_id=account, body="for both", content_type="text")
+        for consumer in listed:
+            p = client.queues.messages.pull(q(), account_id=account, batch_size=10,
+                                            extra_body={"consumer_id": consumer})
+            expect(p is not None and [m.body for m in p.messages] == ["for both"],
+                   f"consumer {consumer} receives the message", dump(p))
+        client.queues.consumers.delete(second.consumer_id, account_id=account, queue_id=q())
+        left = [c.consumer_id for c in client.queues.consumers.list(q(), account_id=account)]
+        expect(left == listed[:1], "the first consumer left", left)
+
     def delete_queue() -> None:
         r = client.queues.delete(q(), account_id=account)
         expect(r is not None, "a delete result", r)
@@ -313,7 +329,7 @@ def main() -> int:
     steps = [
         tokens_verify, create_queue, create_consumer, push_text, push_json, bulk_push,
         misspelt_publish_refused, metrics_before_pull, pull, ack, metrics_after_ack, peek, purge_messages,
-        purge_queue, purge_status, metrics_after_purge, delete_queue,
+        purge_queue, purge_status, metrics_after_purge, several_consumers, delete_queue,
     ]
 
     def clean_up(failed: bool) -> None:

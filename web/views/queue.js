@@ -1,6 +1,6 @@
-// One queue: live counts and activity chart, settings (edit, pause/resume), its consumer (a webhook's
-// endpoint health, test send and delivery attempts), test messages, peek, purge, delete, flow control per
-// key; a dead-letter queue shows where its messages came from.
+// One queue: live counts and activity chart, settings (edit, pause/resume), its consumers (up to 8; a
+// webhook's endpoint health, test send and delivery attempts), test messages, peek, purge, delete, flow
+// control per key; a dead-letter queue shows where its messages came from.
 // The parts live in views/queue/; this page loads the queue, polls its stats and hands each part
 // what it needs.
 
@@ -11,7 +11,7 @@ import { createTiles, deadLetterResolver } from './queue/tiles.js';
 import { createActivity } from './queue/activity.js';
 import { createMessages } from './queue/messages.js';
 import { createRedrive } from './queue/redrive.js';
-import { createConsumer } from './queue/consumer.js';
+import { createConsumers } from './queue/consumers.js';
 import { createAttempts } from './queue/attempts.js';
 import { createSettings } from './queue/settings.js';
 import { createFlow } from './queue/flow.js';
@@ -58,15 +58,20 @@ export function renderQueue(root, ctx, queueId) {
   const redrive = createRedrive({ api, ctx, queueId, refresh: polling.now, onMoved: () => messages.clear() });
   const messages = createMessages({ api, ctx, queueId, refresh: polling.now, redrive });
   const flow = createFlow({ api, ctx, queueId, refresh: polling.now });
-  const attempts = createAttempts({ api, ctx, queueId, onHealth: (id, health) => consumer.setHealth(id, health) });
-  const consumer = createConsumer({
+  const attempts = createAttempts({ api, ctx, queueId, onHealth: (id, health) => consumers.setHealth(id, health) });
+  // The parts about "the consumer" follow the queue's first (the flow keys are its) and the attempt log the
+  // webhook consumer picked; the flow tile shows while any consumer sets limits.
+  const consumers = createConsumers({
     api, ctx, queueId, refresh: polling.now, polling,
-    onChange: (c) => {
-      tiles.setFlowLimits(Boolean(c) && hasLimits(c.settings && c.settings.flow_control));
-      flow.setConsumer(c);
-      attempts.setConsumer(c);
+    onChange: (all) => {
+      tiles.setFlowLimits(all.some((c) => hasLimits(c.settings && c.settings.flow_control)));
+      flow.setConsumer(all[0] || null, all.length);
+      attempts.setConsumers(all);
     },
-    onTested: () => attempts.refresh(),
+    onTested: (id) => {
+      attempts.choose(id); // the log shows the attempt just made
+      attempts.refresh();
+    },
   });
   const settings = createSettings({ api, ctx, queueId, onSaved: showQueue });
   const resolveDeadLetter = deadLetterResolver(api);
@@ -91,7 +96,7 @@ export function renderQueue(root, ctx, queueId) {
     activity.el,
     h('div', { class: 'columns' },
       h('div', { class: 'column' }, redrive.el, messages.el),
-      h('div', { class: 'column' }, consumer.el, settings.el)),
+      h('div', { class: 'column' }, consumers.el, settings.el)),
     attempts.el,
     flow.el);
   const loading = h('p', { class: 'muted loading' }, 'Loading the queue…');
@@ -108,7 +113,7 @@ export function renderQueue(root, ctx, queueId) {
       loading.remove();
       body.hidden = false;
       showQueue(q);
-      consumer.show((q.consumers && q.consumers[0]) || null);
+      consumers.show(q.consumers || []);
       await resolveDeadLetter(s);
       showStats(s);
       let first = true;

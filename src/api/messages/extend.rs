@@ -15,6 +15,7 @@ use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::queue::consumer::MAX_VISIBILITY_TIMEOUT_MS;
 use crate::store::messages::Extension;
+use crate::store::owned::OwnedQueue;
 
 type Data = web::Data<Engine>;
 
@@ -54,23 +55,35 @@ pub async fn extend(
         let ms = l.visibility_timeout_ms.ok_or_else(|| ApiError::invalid(format!("{field} is required")))?;
         timeouts.push(crate::queue::in_range(&field, ms, 1, MAX_VISIBILITY_TIMEOUT_MS, " ms")?);
     }
-    let queue = at.queue.id();
+    // Each lease in the queue or the lane of its consumer (a queue with several consumers).
+    let lease_ids: Vec<&str> = leases.iter().map(|l| l.lease_id.as_str()).collect();
+    let lanes = state.lease_lanes(at.queue, &lease_ids).await?;
     let mut warnings: BTreeMap<&str, &str> = BTreeMap::new();
     let mut wanted: Vec<(Extension, &str)> = Vec::with_capacity(leases.len());
-    for (l, ms) in leases.iter().zip(timeouts) {
-        match state.signer.open_lease(queue, &l.lease_id) {
-            Some(lease) => wanted.push((
-                Extension { id: lease.message_id, attempt: lease.attempt, visibility_timeout_ms: ms },
-                &l.lease_id,
-            )),
+    let mut by_lane: Vec<(OwnedQueue, Vec<Extension>)> = vec![(at.queue, Vec::new())];
+    for ((l, ms), lane) in leases.iter().zip(timeouts).zip(lanes) {
+        match state.signer.open_lease(lane.id(), &l.lease_id) {
+            Some(lease) => {
+                let extension = Extension { id: lease.message_id, attempt: lease.attempt, visibility_timeout_ms: ms };
+                wanted.push((extension, &l.lease_id));
+                match by_lane.iter_mut().find(|(q, _)| *q == lane) {
+                    Some((_, extensions)) => extensions.push(extension),
+                    None => by_lane.push((lane, vec![extension])),
+                }
+            }
             None => {
                 warnings.insert(&l.lease_id, "unknown lease id for this queue; nothing changed");
             }
         }
     }
-    // Called even with no genuine lease, so that a queue the account does not have is a 404.
-    let extensions: Vec<Extension> = wanted.iter().map(|(e, _)| *e).collect();
-    let extended = state.delivery.extend(at.queue, &extensions).await?.ok_or_else(ApiError::queue_not_found)?;
+    // The queue's own part goes even with no genuine lease, so that a queue the account does not have is a 404.
+    let mut extended = Vec::new();
+    for (lane, extensions) in &by_lane {
+        if lane != &at.queue && extensions.is_empty() {
+            continue;
+        }
+        extended.extend(state.delivery.extend(*lane, extensions).await?.ok_or_else(ApiError::queue_not_found)?);
+    }
     let mut counted = HashSet::new();
     for (e, lease_id) in &wanted {
         if !extended.contains(&(e.id, e.attempt)) {

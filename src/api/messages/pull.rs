@@ -13,7 +13,8 @@ use crate::api::extract::{AuthedQueue, QueuesReadWrite};
 use crate::api::views::BacklogMetrics;
 use crate::engine::pull::PullRequest;
 use crate::engine::Engine;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
+use crate::ids::ConsumerId;
 use crate::queue::consumer::{MAX_VISIBILITY_TIMEOUT_MS, MAX_WAIT_TIME_MS};
 use crate::queue::in_range;
 
@@ -26,6 +27,7 @@ pub struct PullBody {
     acks: Option<Vec<LeaseRef>>,
     retries: Option<Vec<RetryRef>>,
     wait_time_ms: Option<i64>,
+    consumer_id: Option<String>,
 }
 
 pub async fn pull(
@@ -45,9 +47,16 @@ pub async fn pull(
         (None, None) => None,
         (acks, retries) => Some(ack::checked(acks.unwrap_or_default(), retries.unwrap_or_default())?),
     };
-    let request = PullRequest { batch_size, visibility_ms, wait_ms: wait_ms.unwrap_or(0), answers };
+    let consumer = body
+        .consumer_id
+        .map(|id| {
+            id.parse::<ConsumerId>()
+                .map_err(|_| ApiError::invalid(format!("consumer_id '{id}' is not a consumer id (32 hex digits)")))
+        })
+        .transpose()?;
+    let request = PullRequest { consumer, batch_size, visibility_ms, wait_ms: wait_ms.unwrap_or(0), answers };
     let pulled = engine.pull(at.queue, request).await?;
-    let queue = at.queue.id();
+    let queue = pulled.lane.id();
     let messages: Vec<MessageView<'_>> = pulled
         .messages
         .iter()

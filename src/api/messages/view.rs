@@ -40,7 +40,7 @@ impl<'a> MessageView<'a> {
     pub(super) fn of(m: &'a StoredMessage, handle: Handle) -> Self {
         let content_type = ContentType::from_code(m.content_type);
         MessageView {
-            id: m.id,
+            id: m.published_id,
             body: PulledBody { content_type, bytes: &m.body },
             attempts: m.attempts,
             timestamp_ms: m.published_at.timestamp_millis(),

@@ -1,4 +1,4 @@
-// Webhook deliveries in words, as the queue page (the consumer card, the delivery attempts) and the queue
+// Webhook deliveries in words, as the queue page (the consumers card, the delivery attempts) and the queue
 // list say them: an attempt's outcome class, and an endpoint's health ("Failing", "Circuit open", "Disabled").
 
 import { h, num, badge } from '../../lib/dom.js';

@@ -2,14 +2,16 @@
 // endpoint, test sends among them, newest first, a page at a time: when, the outcome, the HTTP status, the
 // latency, the batch's size, the node that made it and the error or the answer in short, each with its
 // details (the error, the answer's first KiB, the batch's message ids). Filtered by outcome, time range and
-// message id. The first page follows new attempts as the page refreshes, and the consumer's endpoint
-// health is read with it for the consumer card.
+// message id. The first page follows new attempts as the page refreshes, and the endpoint health of the
+// queue's consumers is read with it for the consumers card. With several webhook consumers, the card shows
+// the log of the one picked (consumer-picker.js), the first by default.
 
 import { h, id, field, notice, num, busy } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
 import { createPagedTable, pageRange } from '../../lib/paged-table.js';
 import { rfc3339, whenEl } from '../../lib/times.js';
 import { answerBody, outcomeBadge, outcomeSelect, shortId } from './attempt-words.js';
+import { createConsumerPicker } from './consumer-picker.js';
 
 /** Attempts on a page of the log. */
 export const PER_PAGE = 20;
@@ -90,13 +92,15 @@ function attemptRows(a, expanded) {
 }
 
 /**
- * The card; setConsumer(consumer or null) when the consumer is shown or changed (shown for a webhook
- * only), update() with each stats answer (the first page and the health follow), refresh() after a test
- * send. `onHealth(consumer id, health)` is told of the endpoint health read. stop() asks nothing more
- * until resume(), and resolves once no read is in flight.
+ * The card; setConsumers(consumers) when the queue's consumers are shown or changed (the card shows while
+ * one is a webhook), setConsumer(consumer or null) to show that consumer's log, choose(consumer id) to
+ * show that webhook consumer's, update() with each stats answer (the first page and the health follow),
+ * refresh() after a test send. `onHealth(consumer id, health)` is told of each endpoint health read.
+ * stop() asks nothing more until resume(), and resolves once no read is in flight.
  */
 export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
   let consumer = null; // the webhook consumer shown, or null
+  let hooks = []; // the queue's webhook consumers, any of which can be shown
   let page = 1;
   let filters = { outcome: '', since: '', until: '', messageId: '' };
   let shown = ''; // the page drawn, as JSON: a read that brings nothing new redraws nothing
@@ -134,6 +138,7 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     pagerLabel: 'Delivery attempt pages',
   });
   const refreshBtn = h('button', { type: 'button', class: 'btn btn-sm' }, 'Refresh');
+  const picker = createConsumerPicker({ onPick: (consumerId) => choose(consumerId) });
 
   const el = h('section', { class: 'card card-flush attempts-card', 'aria-labelledby': 'attempts-title', hidden: true },
     h('div', { class: 'card-head' },
@@ -144,6 +149,7 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
         + 'error, the first KiB of the answer and the batch\'s message IDs (never the signature or a secret). Attempts are kept '
         + 'for 72 hours, at most 10,000 per consumer, unless the operator set otherwise. The first page follows new attempts '
         + 'as the page refreshes.')),
+    picker.el,
     h('div', { class: 'card-filter' }, filter, filterMsg.el),
     msg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager);
 
@@ -186,7 +192,7 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     } catch (err) {
       if (ctx.signal.aborted || mine !== asked) return;
       loading.hidden = true;
-      if (err.kind === 'not_found') return; // the queue or the consumer went: the page or the consumer card says so
+      if (err.kind === 'not_found') return; // the queue or the consumer went: the page or the consumers card says so
       msg.show(describe(err));
       showPage({ page, total_pages: 0 });
       return;
@@ -215,9 +221,8 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     else showEmpty();
   }
 
-  /** The consumer's endpoint health, for the consumer card; quiet when it fails (the page's reads say why). */
+  /** The endpoint health of every webhook consumer, for the consumers card; quiet when it fails (the page's reads say why). */
   async function readHealth() {
-    const c = consumer;
     healthAt = Date.now();
     let consumers;
     try {
@@ -225,9 +230,10 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     } catch {
       return;
     }
-    if (ctx.signal.aborted || !consumer || consumer.consumer_id !== c.consumer_id) return;
-    const fresh = consumers.find((x) => x.consumer_id === c.consumer_id);
-    if (fresh && fresh.health) onHealth(c.consumer_id, fresh.health);
+    if (ctx.signal.aborted) return;
+    for (const fresh of consumers) {
+      if (fresh.health) onHealth(fresh.consumer_id, fresh.health);
+    }
   }
 
   function go(to) {
@@ -319,6 +325,23 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     else loadHealth(); // create answers carry none
   }
 
+  /** The queue's consumers: the log shown stays that of the consumer shown while it is a webhook one, else the first's. */
+  function setConsumers(consumers) {
+    hooks = consumers.filter((c) => c.type === 'webhook');
+    const kept = consumer && hooks.find((c) => c.consumer_id === consumer.consumer_id);
+    const next = kept || hooks[0] || null;
+    picker.set(hooks, next && next.consumer_id);
+    setConsumer(next);
+  }
+
+  /** Shows the log of webhook consumer `consumerId` (after a test send from its card, or when picked). */
+  function choose(consumerId) {
+    const c = hooks.find((x) => x.consumer_id === consumerId);
+    if (!c) return;
+    picker.set(hooks, c.consumer_id);
+    setConsumer(c);
+  }
+
   /** With each stats answer: the health, and the first page (an older one stays as read). */
   function update() {
     const stale = (at) => Date.now() - at >= FRESH_MS;
@@ -342,5 +365,5 @@ export function createAttempts({ api, ctx, queueId, onHealth = () => {} }) {
     if (page !== 1) load(); // the page's polls read the first page only
   }
 
-  return { el, setConsumer, update, refresh, stop, resume };
+  return { el, setConsumer, setConsumers, choose, update, refresh, stop, resume };
 }

@@ -27,7 +27,8 @@ function limitsCell(k) {
 
 /**
  * The card; update(stats) with each stats answer (the list follows the queue's counts), setConsumer(consumer
- * or null) when the consumer is shown or changed; `refresh()` asks the page for fresh stats after a change.
+ * or null, the number of consumers) when the consumers are shown or changed, with the queue's first;
+ * `refresh()` asks the page for fresh stats after a change.
  */
 export function createFlow({ api, ctx, queueId, refresh }) {
   let page = 1;
@@ -37,6 +38,7 @@ export function createFlow({ api, ctx, queueId, refresh }) {
   const msg = notice();
   const waiting = h('input', { type: 'checkbox' });
   const consumerLine = h('p', { class: 'muted small' });
+  const othersLine = h('p', { class: 'muted small', hidden: true });
   const {
     count, table, tbody, empty, loading, prev, next, pager, holdPage, showPage,
   } = createPagedTable({
@@ -56,7 +58,7 @@ export function createFlow({ api, ctx, queueId, refresh }) {
         ' are let go within the limits for their key, the consumer\'s or the key\'s own: so many at once, so many per '
         + 'period. The rest wait, in publish order, without counting as delivery attempts. Released: ready, leased or '
         + 'waiting for a retry. Waiting: held back.'),
-      consumerLine),
+      consumerLine, othersLine),
     msg.el, loading, h('div', { class: 'table-wrap' }, table), empty, pager,
     h('div', { class: 'flow-editor-wrap' }, editor.el));
 
@@ -197,13 +199,21 @@ export function createFlow({ api, ctx, queueId, refresh }) {
     return load();
   }
 
-  function setConsumer(c) {
+  /**
+   * `c` is the consumer whose keys and limits the card shows, the queue's first; `total` the queue's
+   * consumers, each of which applies its own limits to the messages it receives.
+   */
+  function setConsumer(c, total = c ? 1 : 0) {
     const flow = (c && c.settings && c.settings.flow_control) || null;
     editor.setConsumerFlow(flow);
     const text = consumerFlowText(flow);
+    const whose = total > 1 ? 'first consumer' : 'consumer';
     if (!c) consumerLine.replaceChildren('No consumer yet: a key is held back only by limits of its own, or a pause.');
-    else if (text) consumerLine.replaceChildren('The consumer\'s limits: ', h('strong', null, text), '. Change them in the consumer\'s settings.');
-    else consumerLine.replaceChildren('The consumer sets no limits: a key is held back only by limits of its own, or a pause. Set them in the consumer\'s settings.');
+    else if (text) consumerLine.replaceChildren(`The ${whose}'s limits: `, h('strong', null, text), '. Change them in the consumer\'s settings.');
+    else consumerLine.replaceChildren(`The ${whose} sets no limits: a key is held back only by limits of its own, or a pause. Set them in the consumer's settings.`);
+    othersLine.hidden = total < 2;
+    othersLine.textContent = `The queue has ${num(total)} consumers, each letting go the messages it receives within limits of `
+      + 'its own; the keys here are its first consumer\'s.';
   }
   setConsumer(null);
 

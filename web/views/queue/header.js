@@ -72,7 +72,7 @@ export function createHeader({ api, ctx, queueId, backlog, onChange, onPurged, o
     message.clear();
     const ok = await confirmDialog({
       title: `Delete ${queue.queue_name}?`,
-      message: 'The queue, its consumer and all its messages are deleted. This cannot be undone.',
+      message: 'The queue, its consumers and all its messages are deleted. This cannot be undone.',
       confirmLabel: 'Delete queue',
     });
     if (!ok) return;

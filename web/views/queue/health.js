@@ -1,4 +1,4 @@
-// The consumer card's endpoint health, for a webhook consumer: a badge (Healthy, Failing, Circuit open or
+// The consumers card's endpoint health, for a webhook consumer: a badge (Healthy, Failing, Circuit open or
 // Disabled) with its failures in a row, its last success, its last failure (outcome, status, error), while
 // its circuit is open when the next probe batch goes, and once it is disabled (for failing its
 // disable_after_hours) since when, and that a test send that succeeds enables it again.

@@ -1,4 +1,4 @@
-// The consumer card's test send, for a webhook consumer: "Send test" POSTs a signed sample batch of one
+// The consumers card's test send, for a webhook consumer: "Send test" POSTs a signed sample batch of one
 // message to the endpoint now, as a delivery is signed, and the attempt answered shows in the card: its
 // outcome, HTTP status and latency, and the first KiB of the receiver's answer (or why none came).
 

@@ -1,5 +1,5 @@
 // The queue page's stat tiles (backlog, in flight, delayed, oldest message, ordering keys, dead-letter
-// queue, and flow control when it holds messages back or the consumer sets its limits) and, on a
+// queue, and flow control when it holds messages back or a consumer sets its limits) and, on a
 // dead-letter queue, the note naming the queues its messages come from.
 
 import { h, append, num, bytes, age } from '../../lib/dom.js';
@@ -13,7 +13,7 @@ function tile(label, extra) {
 
 /**
  * The tiles and the sources note (both in `els`, in page order); update() with each stats answer, and
- * setFlowLimits(whether the consumer sets limits of flow control) when the consumer is shown or changed.
+ * setFlowLimits(whether a consumer sets limits of flow control) when the consumers are shown or changed.
  */
 export function createTiles() {
   const tBacklog = tile('Backlog');
@@ -32,7 +32,7 @@ export function createTiles() {
   let flowLimits = false;
   let last = null;
 
-  // Messages held back by flow control, and by how many keys: shown while some are, or while the
+  // Messages held back by flow control, and by how many keys: shown while some are, or while a
   // consumer sets limits (then 0 says that nothing is held back now).
   function showFlow() {
     const held = (last && last.flow_waiting_count) || 0;

@@ -1,0 +1,220 @@
+//! Several consumers per queue: every consumer receives every message published while it exists, and
+//! leases, retries, dead-letters and acks its copy on its own.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sqlx::PgPool;
+
+use crate::generations::{engine, AT_ONCE};
+use crate::helpers::{dispatcher, lease, spawn_app, webhook_consumer, Hook, TestApp};
+use crate::receiver::{Answer, Receiver};
+
+/// Adds a consumer to the queue; its id.
+async fn add_consumer(app: &TestApp, queue: &str, body: Value) -> String {
+    let made = app.post(&format!("queues/{queue}/consumers"), body).await;
+    made.expect_ok()["consumer_id"].as_str().unwrap().to_owned()
+}
+
+/// Pulls as consumer `consumer` of the queue.
+async fn pull_as(app: &TestApp, queue: &str, consumer: &str) -> Vec<Value> {
+    app.pull(queue, json!({"consumer_id": consumer, "batch_size": 10, "visibility_timeout_ms": 60_000})).await
+}
+
+fn bodies(messages: &[Value]) -> Vec<&str> {
+    messages.iter().map(|m| m["body"].as_str().unwrap()).collect()
+}
+
+fn leases(messages: &[Value]) -> Vec<&str> {
+    messages.iter().map(lease).collect()
+}
+
+#[sqlx::test]
+async fn every_consumer_receives_every_message_and_acks_its_own_copy(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let q = app.create_queue("events").await;
+    let first = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let second = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let made = app.post(&format!("queues/{q}/consumers"), json!({"type": "webhook", "url": receiver.url})).await;
+    let hook = Hook {
+        queue: q.clone(),
+        consumer: made.expect_ok()["consumer_id"].as_str().unwrap().to_owned(),
+        secret: made.result()["signing_secret"].as_str().unwrap().to_owned(),
+    };
+    let listed = app.get(&format!("queues/{q}/consumers")).await;
+    let listed = listed.expect_ok().as_array().unwrap().clone();
+    let ids: Vec<&str> = listed.iter().map(|c| c["consumer_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [first.as_str(), second.as_str(), hook.consumer.as_str()], "in the order they were added");
+    assert!(listed.iter().all(|c| c["queue_id"] == q.as_str() && c["queue_name"] == "events"), "{listed:?}");
+
+    app.publish_texts(&q, &["a", "b", "c"]).await;
+    let refused = app.post(&format!("queues/{q}/messages/pull"), json!({})).await.expect_error(400);
+    assert!(refused.contains("consumer_id"), "{refused}");
+    let by_first = pull_as(&app, &q, &first).await;
+    let by_second = pull_as(&app, &q, &second).await;
+    assert_eq!(bodies(&by_first), ["a", "b", "c"]);
+    assert_eq!(bodies(&by_second), ["a", "b", "c"], "a lease by one consumer does not hide the message from another");
+    assert!(by_second.iter().all(|m| m["attempts"] == 1));
+
+    // Lease extensions and acks through the queue's routes find each lease's consumer.
+    let extend = json!({"leases": [{"lease_id": lease(&by_second[0]), "visibility_timeout_ms": 120_000},
+                                   {"lease_id": lease(&by_first[0]), "visibility_timeout_ms": 120_000}]});
+    let extended = app.post(&format!("queues/{q}/messages/extend"), extend).await;
+    assert_eq!(extended.expect_ok()["extendCount"], 2, "{:?}", extended.result());
+    assert_eq!(app.ack(&q, &leases(&by_first), json!([])).await["ackCount"], 3);
+    assert_eq!(pull_as(&app, &q, &second).await, Vec::<Value>::new(), "the second consumer's copies are leased");
+    assert_eq!(app.backlog(&q).await, 3, "the backlog is that of the consumer furthest behind");
+    let mixed: Vec<&str> = leases(&by_second)[..2].to_vec();
+    let answer = app.ack(&q, &mixed, json!([{"lease_id": lease(&by_second[2]), "delay_seconds": 0}])).await;
+    assert_eq!((answer["ackCount"].as_i64(), answer["retryCount"].as_i64()), (Some(2), Some(1)), "{answer}");
+    assert_eq!(bodies(&pull_as(&app, &q, &second).await), ["c"], "a retry by one consumer is its own");
+    assert_eq!(pull_as(&app, &q, &first).await, Vec::<Value>::new(), "and changes nothing for the other");
+
+    // The webhook consumer gets the batch too, named by the queue.
+    let d = dispatcher(&pool, Duration::from_secs(5)).await;
+    let consumer = webhook_consumer(&d, &hook).await;
+    let outcome = d.dispatch_once(&consumer).await.unwrap().expect("a batch");
+    assert_eq!((outcome.delivered, outcome.acked), (3, 3));
+    let got = receiver.received();
+    assert_eq!(got[0].body["queue"], "events");
+    assert_eq!(got[0].body["queue_id"], q.as_str());
+    assert_eq!(got[0].body["consumer_id"], hook.consumer.as_str());
+    let delivered: Vec<&str> =
+        got[0].body["messages"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap()).collect();
+    assert_eq!(delivered, ["a", "b", "c"]);
+}
+
+#[sqlx::test]
+async fn each_consumer_retries_and_dead_letters_on_its_own(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.create_queue("jobs").await;
+    let strict = add_consumer(
+        &app,
+        &q,
+        json!({"type": "http_pull", "dead_letter_queue": "jobs-failed", "settings": {"max_retries": 0}}),
+    )
+    .await;
+    let patient = add_consumer(&app, &q, json!({"type": "http_pull", "settings": {"max_retries": 5}})).await;
+    app.publish_texts(&q, &["x"]).await;
+    let got = pull_as(&app, &q, &strict).await;
+    app.ack(&q, &[], json!([{"lease_id": lease(&got[0]), "delay_seconds": 0}])).await;
+    assert_eq!(
+        pull_as(&app, &q, &strict).await,
+        Vec::<Value>::new(),
+        "out of deliveries, it went to its dead-letter queue"
+    );
+
+    let dlq = app.get("queues?name=jobs-failed").await.expect_ok()[0]["queue_id"].as_str().unwrap().to_owned();
+    add_consumer(&app, &dlq, json!({"type": "http_pull"})).await;
+    let dead = app.pull(&dlq, json!({})).await;
+    assert_eq!(bodies(&dead), ["x"]);
+    assert_eq!(dead[0]["metadata"]["dead_letter_source_queue"], "jobs", "the source is the queue, not the lane");
+    let kept = pull_as(&app, &q, &patient).await;
+    assert_eq!(bodies(&kept), ["x"]);
+    assert_eq!(kept[0]["attempts"], 1, "the other consumer's deliveries are its own");
+}
+
+#[sqlx::test]
+async fn consumers_added_and_deleted_change_who_receives_what_from_then_on(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let q = app.create_queue("feed").await;
+    let own = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    app.publish_texts(&q, &["before"]).await;
+    let later = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    assert_eq!(
+        pull_as(&app, &q, &later).await,
+        Vec::<Value>::new(),
+        "a consumer added later starts with what comes next"
+    );
+    app.publish_texts(&q, &["after"]).await;
+    assert_eq!(bodies(&pull_as(&app, &q, &later).await), ["after"]);
+
+    // Deleting the queue's first consumer clears what waited for it alone; the other reads on, and as
+    // the queue's only pull consumer it needs no consumer_id.
+    app.delete(&format!("queues/{q}/consumers/{own}")).await.expect_ok();
+    app.publish_texts(&q, &["later still"]).await;
+    assert_eq!(bodies(&app.pull(&q, json!({})).await), ["later still"]);
+    assert_eq!(app.backlog(&q).await, 2, "after, leased, and later still, leased: the lane's two");
+    let own_left: i64 = sqlx::query_scalar("select count(*) from messages where queue_id = $1::uuid")
+        .bind(&q)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(own_left, 0, "nothing waits in the queue itself for no one");
+
+    // A lane is never a queue of the tenant's.
+    let lane: String =
+        sqlx::query_scalar("select replace(id::text, '-', '') from queues where parent_queue_id is not null")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    app.get(&format!("queues/{lane}")).await.expect_error(404);
+    assert_eq!(app.get("queues").await.expect_ok().as_array().unwrap().len(), 1);
+
+    // With its last consumer gone, the queue keeps what is published for the next one, as with one consumer.
+    app.delete(&format!("queues/{q}/consumers/{later}")).await.expect_ok();
+    app.publish_texts(&q, &["kept"]).await;
+    add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    assert_eq!(bodies(&app.pull(&q, json!({})).await), ["kept"]);
+}
+
+#[sqlx::test]
+async fn a_pull_naming_another_queues_or_a_webhook_consumer_is_refused(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.create_queue("one").await;
+    let other = app.create_queue("two").await;
+    add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let elsewhere = add_consumer(&app, &other, json!({"type": "http_pull"})).await;
+    let hook = add_consumer(&app, &q, json!({"type": "webhook", "url": "https://example.com/hook"})).await;
+    let resp = app.post(&format!("queues/{q}/messages/pull"), json!({"consumer_id": elsewhere})).await;
+    assert!(resp.expect_error(400).contains("not a consumer of this queue"));
+    let resp = app.post(&format!("queues/{q}/messages/pull"), json!({"consumer_id": hook})).await;
+    assert!(resp.expect_error(400).contains("webhook"));
+    let resp = app.post(&format!("queues/{q}/messages/pull"), json!({"consumer_id": "nope"})).await;
+    assert!(resp.expect_error(400).contains("consumer_id"));
+}
+
+async fn count(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("select count(*) from {table}")).fetch_one(pool).await.unwrap()
+}
+
+#[sqlx::test]
+async fn a_body_is_stored_once_and_goes_with_its_generation_or_its_last_copy(pool: PgPool) {
+    use skiplock::engine::rotation::Turn;
+    let app = spawn_app(pool.clone()).await;
+    let q = app.create_queue("shared").await;
+    let first = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let second = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    app.publish_texts(&q, &["kept", "done"]).await;
+    assert_eq!(
+        (count(&pool, "messages").await, count(&pool, "message_bodies").await),
+        (4, 2),
+        "a copy per consumer, one body each"
+    );
+
+    let by_first = pull_as(&app, &q, &first).await;
+    assert_eq!(app.ack(&q, &leases(&by_first), json!([])).await["ackCount"], 2);
+    let by_second = pull_as(&app, &q, &second).await;
+    assert_eq!(app.ack(&q, &[lease(&by_second[1])], json!([])).await["ackCount"], 1);
+    assert_eq!(count(&pool, "message_bodies").await, 2, "a shared body stays until its generation goes");
+
+    // The turns move the copy still leased to the old generation, with a body of its own, and truncate
+    // the young one with the bodies no copy reads any more.
+    let engine = engine(&pool).await;
+    let mut turns = Vec::new();
+    for _ in 0..20 {
+        let turn = engine.rotate(AT_ONCE).await.unwrap();
+        let truncated = turn == Turn::Truncated(0);
+        turns.push(turn);
+        if truncated {
+            break;
+        }
+    }
+    assert!(turns.contains(&Turn::Truncated(0)), "{turns:?}");
+    assert_eq!(count(&pool, "message_bodies_0").await, 0);
+    assert_eq!(count(&pool, "message_bodies_old").await, 1, "the moved copy's own body");
+    let answer = app.ack(&q, &[lease(&by_second[0])], json!([])).await;
+    assert_eq!(answer["ackCount"], 1, "the moved copy keeps its lease: {answer}");
+    assert_eq!((count(&pool, "messages").await, count(&pool, "message_bodies").await), (0, 0));
+}
