@@ -14,6 +14,7 @@ use crate::engine::activity::BUCKET_SECONDS;
 use crate::engine::Engine;
 use crate::error::{ApiError, ApiResult};
 use crate::ids::QueueId;
+use crate::store::owned::OwnedQueue;
 use crate::store::{
     self,
     stats::{DeadLetterSource, QueueState},
@@ -73,11 +74,34 @@ pub async fn all_queues(state: Data, auth: Authed<QueuesRead>, req: HttpRequest)
     Ok(ok_list(result, info))
 }
 
-/// `GET /accounts/{account_id}/queues/{queue_id}/stats`: one queue's counts and its activity series.
+/// Each consumer's own counts, first consumer first: on a queue with several, each reads its own copies
+/// (its lane), so each is behind by its own backlog.
+async fn consumer_figures(state: &Data, queue: OwnedQueue) -> ApiResult<Vec<Value>> {
+    let mut figures = Vec::new();
+    for consumer in store::consumers::list(&state.pool, queue.account(), &[queue.id()]).await? {
+        let Some(lane) = store::stats::queue_state(&state.pool, consumer.lane()).await? else { continue };
+        figures.push(json!({
+            "consumer_id": consumer.id,
+            "type": consumer.kind().as_str(),
+            "backlog_count": lane.backlog_count,
+            "backlog_bytes": lane.backlog_bytes,
+            "in_flight_count": lane.in_flight_count,
+            "delayed_count": lane.delayed_count,
+            "oldest_message_timestamp_ms": lane.oldest.map(|t| t.timestamp_millis()).unwrap_or(0),
+            "dead_letter_queue": lane.dead_letter_queue,
+            "dead_letter_backlog_count": lane.dead_letter_backlog_count,
+        }));
+    }
+    Ok(figures)
+}
+
+/// `GET /accounts/{account_id}/queues/{queue_id}/stats`: one queue's counts, each consumer's, and its
+/// activity series.
 pub async fn one_queue(state: Data, at: AuthedQueue<QueuesRead>) -> ApiResult<HttpResponse> {
     let this = store::stats::queue_state(&state.pool, at.queue).await?.ok_or_else(ApiError::queue_not_found)?;
     let sources = store::stats::dead_letter_sources(&state.pool, at.queue.account(), &[at.queue.id()]).await?;
     let mut result = summary(&this, sources_of(&this, &sources));
+    result["consumers"] = json!(consumer_figures(&state, at.queue).await?);
 
     let bucket = Duration::seconds(BUCKET_SECONDS);
     let now = Utc::now().duration_trunc(bucket).expect("a bucket fits in a timestamp");

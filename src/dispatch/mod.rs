@@ -437,6 +437,7 @@ impl Dispatcher {
             content_type: message::ContentType::Json.code(),
             body: br#"{"skiplock":"test send"}"#.to_vec(),
             dead_letter_source: None,
+            dead_letter_consumer: None,
             dead_lettered_at: None,
             ordering_key: None,
             flow_key: None,

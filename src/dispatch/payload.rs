@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use super::WebhookConsumer;
 use crate::ids::{ConsumerId, QueueId};
 use crate::queue::lease::Signer;
-use crate::queue::message::{ContentType, DeadLetterOrigin, ExtraMetadata, PulledBody};
+use crate::queue::message::{ContentType, ExtraMetadata, PulledBody};
 use crate::store::messages::StoredMessage;
 
 /// The signed-for body of a delivery of `messages`, and their ids as the body names them.
@@ -32,11 +32,7 @@ pub(super) fn encode(signer: &Signer, c: &WebhookConsumer, messages: &[StoredMes
                 content_type: content_type.as_str(),
                 body,
                 lease_id: signer.lease_id(c.queue.id(), m.id, m.attempts),
-                metadata: ExtraMetadata::of(
-                    DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
-                    m.ordering_key.as_deref(),
-                    m.flow_key.as_deref(),
-                ),
+                metadata: ExtraMetadata::of(m.dead_letter_origin(), m.ordering_key.as_deref(), m.flow_key.as_deref()),
             }
         })
         .collect();

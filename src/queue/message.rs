@@ -10,6 +10,7 @@ use serde_json::value::RawValue;
 
 use super::settings::MAX_DELAY_SECONDS;
 use super::{invalid, Invalid, InvalidKind};
+use crate::ids::ConsumerId;
 
 /// Cloudflare's limits, a plan's unless it sets another largest message.
 pub const MAX_MESSAGE_BYTES: usize = 128_000;
@@ -280,18 +281,28 @@ impl serde::Serialize for PulledBody<'_> {
 }
 
 /// Where a dead-lettered message came from, as its `metadata` shows it: the source queue's name (absent
-/// once that queue is deleted) and when it was dead-lettered.
+/// once that queue is deleted), the consumer that gave up on it, and when it was dead-lettered.
 #[derive(Debug, serde::Serialize)]
 pub struct DeadLetterOrigin<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_letter_source_queue: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dead_letter_source_consumer: Option<ConsumerId>,
     pub dead_lettered_at_ms: i64,
 }
 
 impl<'a> DeadLetterOrigin<'a> {
     /// None for a message that was never dead-lettered (or was before sources were recorded).
-    pub fn of(source: Option<&'a str>, at: Option<chrono::DateTime<chrono::Utc>>) -> Option<Self> {
-        at.map(|at| DeadLetterOrigin { dead_letter_source_queue: source, dead_lettered_at_ms: at.timestamp_millis() })
+    pub fn of(
+        source: Option<&'a str>,
+        consumer: Option<ConsumerId>,
+        at: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Option<Self> {
+        at.map(|at| DeadLetterOrigin {
+            dead_letter_source_queue: source,
+            dead_letter_source_consumer: consumer,
+            dead_lettered_at_ms: at.timestamp_millis(),
+        })
     }
 }
 

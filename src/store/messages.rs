@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgExecutor, PgPool};
 
 use crate::ids::{ConsumerId, MessageId, QueueId};
+use crate::queue::message::DeadLetterOrigin;
 use crate::store::owned::OwnedQueue;
 
 /// A message handed out by a claim or a peek.
@@ -24,9 +25,18 @@ pub struct StoredMessage {
     pub body: Vec<u8>,
     /// The name of the queue it was dead-lettered from, while that queue exists.
     pub dead_letter_source: Option<String>,
+    /// The consumer that gave up on it, for a queue with several.
+    pub dead_letter_consumer: Option<ConsumerId>,
     pub dead_lettered_at: Option<DateTime<Utc>>,
     pub ordering_key: Option<String>,
     pub flow_key: Option<String>,
+}
+
+impl StoredMessage {
+    /// Where it was dead-lettered from, as its metadata shows it; None if it never was.
+    pub fn dead_letter_origin(&self) -> Option<DeadLetterOrigin<'_>> {
+        DeadLetterOrigin::of(self.dead_letter_source.as_deref(), self.dead_letter_consumer, self.dead_lettered_at)
+    }
 }
 
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
@@ -54,7 +64,8 @@ macro_rules! dead_letter_ctes {
         dead as (
             update messages m set queue_id = d.id, attempts = 0, leased = false, running = false,
                 available_at = clock_timestamp(),
-                dead_letter_source = $1, dead_lettered_at = now()
+                dead_letter_source = $1, dead_lettered_at = now(),
+                dead_letter_consumer = (select id from consumers where queue_id = $1)
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
             returning m.id, m.size, m.published_at),
         moved as (
@@ -117,6 +128,7 @@ struct ClaimRow {
     content_type: Option<i16>,
     body: Option<Vec<u8>>,
     dead_letter_source: Option<String>,
+    dead_letter_consumer: Option<ConsumerId>,
     dead_lettered_at: Option<DateTime<Utc>>,
     ordering_key: Option<String>,
     flow_key: Option<String>,
@@ -165,7 +177,7 @@ macro_rules! claim_statement {
                  where m.gen = any(array(select distinct gen from candidates where attempts < $2))
                    and m.id = any(array(select id from candidates where attempts < $2))
                  returning m.id, m.gen, m.body_id, m.attempts, m.published_at, m.dead_letter_source,
-                           m.dead_lettered_at, m.ordering_key, m.flow_key, m.size),
+                           m.dead_letter_consumer, m.dead_lettered_at, m.ordering_key, m.flow_key, m.size),
              metered as (
                  insert into queue_count_deltas (queue_id, messages, bytes, delivered, delivered_bytes, read_ops)
                  select $1, 0, 0, count(*), sum(size), sum(usage_chunks(size)) from claimed having count(*) > 0)
@@ -173,14 +185,14 @@ macro_rules! claim_statement {
                     case when c.dead_letter_source is not null
                          then (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
                                where s.id = c.dead_letter_source) end as dead_letter_source,
-                    c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
+                    c.dead_letter_consumer, c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b
                   on b.gen = any(array(select distinct gen from claimed)) and b.id = coalesce(c.body_id, c.id)
              union all
-             select id, null, -1, null, null, null, null, null, null, null, null, null, null, null from exhausted
+             select id, null, -1, null, null, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
-             select null, null, null, null, null, null, null, null, null, null,
+             select null, null, null, null, null, null, null, null, null, null, null,
                     (select min(available_at) from messages
                      where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                        and published_at > now() - make_interval(secs => $5)
@@ -248,6 +260,7 @@ pub async fn claim(
                     content_type,
                     body,
                     dead_letter_source: row.dead_letter_source,
+                    dead_letter_consumer: row.dead_letter_consumer,
                     dead_lettered_at: row.dead_lettered_at,
                     ordering_key: row.ordering_key,
                     flow_key: row.flow_key,
@@ -425,7 +438,7 @@ pub async fn peek(
     sqlx::query_as(
         "select m.id, coalesce(m.body_id, m.id) as published_id, m.attempts, m.published_at, b.content_type, b.body,
                 (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
-                 where s.id = m.dead_letter_source) as dead_letter_source, m.dead_lettered_at,
+                 where s.id = m.dead_letter_source) as dead_letter_source, m.dead_letter_consumer, m.dead_lettered_at,
                 m.ordering_key, m.flow_key
          from (
              (select id, gen, available_at from messages

@@ -547,6 +547,7 @@ fn leased_batches(
                 content_type: m.content_type.code(),
                 body: m.body.to_vec(),
                 dead_letter_source: None,
+                dead_letter_consumer: None,
                 dead_lettered_at: None,
                 ordering_key: None,
                 flow_key: None,

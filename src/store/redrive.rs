@@ -270,7 +270,7 @@ pub async fn step(pool: &PgPool, held: Held, limit: i64, lease_seconds: f64) -> 
              for key share),
          moved as (
              update messages m set queue_id = c.dest, attempts = 0, leased = false, available_at = now(),
-                 dead_letter_source = null, dead_lettered_at = null
+                 dead_letter_source = null, dead_letter_consumer = null, dead_lettered_at = null
              from candidates c
              where m.id = c.id and c.dest = any(array(select id from destinations))
              returning m.id, m.size, m.published_at, c.dest),

@@ -110,6 +110,7 @@ async fn each_consumer_retries_and_dead_letters_on_its_own(pool: PgPool) {
     let dead = app.pull(&dlq, json!({})).await;
     assert_eq!(bodies(&dead), ["x"]);
     assert_eq!(dead[0]["metadata"]["dead_letter_source_queue"], "jobs", "the source is the queue, not the lane");
+    assert_eq!(dead[0]["metadata"]["dead_letter_source_consumer"], strict.as_str(), "the consumer that gave up");
     let kept = pull_as(&app, &q, &patient).await;
     assert_eq!(bodies(&kept), ["x"]);
     assert_eq!(kept[0]["attempts"], 1, "the other consumer's deliveries are its own");
@@ -217,4 +218,104 @@ async fn a_body_is_stored_once_and_goes_with_its_generation_or_its_last_copy(poo
     let answer = app.ack(&q, &[lease(&by_second[0])], json!([])).await;
     assert_eq!(answer["ackCount"], 1, "the moved copy keeps its lease: {answer}");
     assert_eq!((count(&pool, "messages").await, count(&pool, "message_bodies").await), (0, 0));
+}
+
+/// Each consumer's figures in the queue's stats, first consumer first.
+async fn consumer_stats(app: &TestApp, queue: &str) -> Vec<Value> {
+    let stats = app.get(&format!("queues/{queue}/stats")).await;
+    stats.expect_ok()["consumers"].as_array().unwrap().clone()
+}
+
+fn figures(stats: &Value) -> (i64, i64, Option<i64>) {
+    (
+        stats["backlog_count"].as_i64().unwrap(),
+        stats["in_flight_count"].as_i64().unwrap(),
+        stats["dead_letter_backlog_count"].as_i64(),
+    )
+}
+
+#[sqlx::test]
+async fn stats_give_each_consumers_own_backlog_in_flight_and_dead_letters(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.create_queue("orders").await;
+    app.create_queue("orders-failed").await;
+    let strict = add_consumer(
+        &app,
+        &q,
+        json!({"type": "http_pull", "dead_letter_queue": "orders-failed", "settings": {"max_retries": 0}}),
+    )
+    .await;
+    let slow = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let hook = add_consumer(&app, &q, json!({"type": "webhook", "url": "https://example.com/hook"})).await;
+    app.publish_texts(&q, &["a", "b", "c"]).await;
+
+    let got = pull_as(&app, &q, &strict).await;
+    let stats = consumer_stats(&app, &q).await;
+    let ids: Vec<&str> = stats.iter().map(|c| c["consumer_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [strict.as_str(), slow.as_str(), hook.as_str()]);
+    assert_eq!(stats[2]["type"], "webhook");
+    assert_eq!(figures(&stats[0]), (3, 3, Some(0)), "the puller's copies are in flight");
+    assert_eq!(figures(&stats[1]), (3, 0, None), "the other's wait, and it has no dead-letter queue");
+    assert_eq!(figures(&stats[2]), (3, 0, None));
+
+    let retried = json!([{"lease_id": lease(&got[2]), "delay_seconds": 0}]);
+    app.ack(&q, &[lease(&got[0]), lease(&got[1])], retried).await;
+    assert_eq!(pull_as(&app, &q, &strict).await, Vec::<Value>::new(), "c is out of deliveries");
+    let stats = consumer_stats(&app, &q).await;
+    assert_eq!(figures(&stats[0]), (0, 0, Some(1)), "acked two, dead-lettered one");
+    assert_eq!(figures(&stats[1]), (3, 0, None), "nothing of that touches the others");
+    assert_eq!(app.backlog(&q).await, 3, "the queue's backlog is its furthest-behind consumer's");
+}
+
+#[sqlx::test]
+async fn a_consumer_failing_forever_does_not_delay_the_others(pool: PgPool) {
+    let app = spawn_app(pool.clone()).await;
+    let failing = Receiver::start(|_| Answer::status(500)).await;
+    let q = app.create_queue("alerts").await;
+    let made = app.post(&format!("queues/{q}/consumers"), json!({"type": "webhook", "url": failing.url})).await;
+    let hook = Hook {
+        queue: q.clone(),
+        consumer: made.expect_ok()["consumer_id"].as_str().unwrap().to_owned(),
+        secret: made.result()["signing_secret"].as_str().unwrap().to_owned(),
+    };
+    let puller = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let d = dispatcher(&pool, Duration::from_secs(5)).await;
+    let consumer = webhook_consumer(&d, &hook).await;
+
+    for round in 0..3 {
+        let text = format!("alert {round}");
+        app.publish_texts(&q, &[text.as_str()]).await;
+        let outcome = d.dispatch_once(&consumer).await.unwrap().expect("a batch to the failing receiver");
+        assert_eq!(outcome.acked, 0, "its receiver answers 500");
+        let got = pull_as(&app, &q, &puller).await;
+        assert_eq!(bodies(&got), [text.as_str()], "the puller gets each message as it comes");
+        assert_eq!(app.ack(&q, &leases(&got), json!([])).await["ackCount"], 1);
+    }
+    let stats = consumer_stats(&app, &q).await;
+    assert_eq!(figures(&stats[1]).0, 0, "the puller is up to date");
+    assert_eq!(figures(&stats[0]).0, 3, "the failing consumer keeps its own");
+    assert_eq!(failing.received().len(), 3);
+}
+
+#[sqlx::test]
+async fn consumers_added_and_deleted_on_one_node_are_seen_by_another(pool: PgPool) {
+    let a = spawn_app(pool).await;
+    let b = a.another_node().await;
+    let q = a.create_queue("shared").await;
+    add_consumer(&a, &q, json!({"type": "http_pull"})).await;
+    b.publish_texts(&q, &["one"]).await;
+    assert_eq!(bodies(&b.pull(&q, json!({})).await), ["one"], "b learns of the queue and its one consumer");
+
+    let second = add_consumer(&a, &q, json!({"type": "http_pull"})).await;
+    b.publish_texts(&q, &["two"]).await;
+    let refused = b.post(&format!("queues/{q}/messages/pull"), json!({})).await.expect_error(400);
+    assert!(refused.contains("consumer_id"), "b knows the queue has two pull consumers now: {refused}");
+    let got = pull_as(&b, &q, &second).await;
+    assert_eq!(bodies(&got), ["two"], "b stored a copy for the consumer added on a");
+    assert_eq!(a.ack(&q, &leases(&got), json!([])).await["ackCount"], 1, "a lease taken on b, acked on a");
+
+    a.delete(&format!("queues/{q}/consumers/{second}")).await.expect_ok();
+    b.publish_texts(&q, &["three"]).await;
+    let got = b.pull(&q, json!({"batch_size": 10, "visibility_timeout_ms": 60_000})).await;
+    assert_eq!(bodies(&got), ["two", "three"], "one pull consumer again: no consumer_id needed");
 }

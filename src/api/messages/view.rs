@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::ids::MessageId;
-use crate::queue::message::{ContentType, DeadLetterOrigin, ExtraMetadata, PulledBody};
+use crate::queue::message::{ContentType, ExtraMetadata, PulledBody};
 use crate::store::messages::StoredMessage;
 
 /// A message as pull and peek show it; pull adds its lease id, peek its ref.
@@ -47,11 +47,7 @@ impl<'a> MessageView<'a> {
             metadata: MessageMetadata {
                 content_type: content_type.as_str(),
                 source: "api",
-                extra: ExtraMetadata::of(
-                    DeadLetterOrigin::of(m.dead_letter_source.as_deref(), m.dead_lettered_at),
-                    m.ordering_key.as_deref(),
-                    m.flow_key.as_deref(),
-                ),
+                extra: ExtraMetadata::of(m.dead_letter_origin(), m.ordering_key.as_deref(), m.flow_key.as_deref()),
             },
             handle,
         }
