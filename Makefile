@@ -161,13 +161,13 @@ bench-horizon:
 	cargo build --release --quiet --workspace --bins
 	./target/release/skiplock-bench horizon $${HORIZON_ARGS:-}
 
-# The long crash suite: 5 minutes per mode (pull, webhook, ordered keys, schedules), the server SIGKILLed every
-# 0-3 s, PostgreSQL restarted at every 5th kill. Figures in bench/results/chaos-*.md.
+# The long crash suite: 5 minutes per mode (pull, webhook, ordered keys, schedules, fan-out), the server
+# SIGKILLed every 0-3 s, PostgreSQL restarted at every 5th kill. Figures in bench/results/chaos-*.md.
 chaos:
 	@cargo build --release --quiet --workspace --bins
 	mkdir -p bench/results
 	out=bench/results/chaos-$$(date -u +%Y%m%dT%H%M%SZ).md
-	for mode in pull webhook ordered schedules; do
+	for mode in pull webhook ordered schedules fan-out; do
 	  ./target/release/skiplock-bench chaos --mode $$mode --seconds $${CHAOS_SECONDS:-300} --kill-every-ms 3000 --pg-restart-every 5 | tee -a $$out
 	done
 

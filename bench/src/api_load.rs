@@ -18,6 +18,17 @@ pub struct Api {
     pub token: String,
 }
 
+/// A pull of up to 100 messages leased for a minute.
+const PULL: &str = r#"{"batch_size":100,"visibility_timeout_ms":60000}"#;
+
+/// `PULL` by `consumer`, when the queue has several.
+fn pull_body(consumer: Option<&str>) -> String {
+    match consumer {
+        Some(id) => format!(r#"{{"batch_size":100,"visibility_timeout_ms":60000,"consumer_id":"{id}"}}"#),
+        None => PULL.to_owned(),
+    }
+}
+
 /// What a drain did: messages acked, in how long, and how long each pull took.
 pub struct Drained {
     pub messages: u64,
@@ -260,19 +271,32 @@ impl Api {
     /// `consumers` connections each pulling 100 and acking them, until `seconds` pass or the queue is
     /// empty.
     pub async fn drain(&self, queue: &str, consumers: usize, seconds: f64) -> anyhow::Result<Drained> {
+        self.drain_as(queue, None, consumers, seconds).await
+    }
+
+    /// As `drain`, the pulls naming `consumer` (`consumer_id`) when the queue has several.
+    pub async fn drain_as(
+        &self,
+        queue: &str,
+        consumer: Option<&str>,
+        consumers: usize,
+        seconds: f64,
+    ) -> anyhow::Result<Drained> {
+        let pull = Arc::new(pull_body(consumer));
         let done = Arc::new(AtomicU64::new(0));
         let pulls = Arc::new(Mutex::new(Vec::new()));
         let started = Instant::now();
         let until = started + Duration::from_secs_f64(seconds);
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..consumers {
-            let (api, queue, done, pulls) = (self.clone(), queue.to_owned(), done.clone(), pulls.clone());
+            let (api, queue, done, pulls, pull) =
+                (self.clone(), queue.to_owned(), done.clone(), pulls.clone(), pull.clone());
             tasks.spawn(async move {
                 let mut connection = Connection::open(&api.host).await?;
                 let mut timings = Vec::new();
                 while Instant::now() < until {
                     let pulled = Instant::now();
-                    let acked = api.pull_and_ack(&mut connection, &queue).await?;
+                    let acked = api.pull_and_ack_with(&mut connection, &queue, pull.as_bytes()).await?;
                     timings.push(pulled.elapsed());
                     if acked == 0 {
                         break;
@@ -339,7 +363,12 @@ impl Api {
 
     /// Pulls up to 100 messages and acks them all; returns how many.
     pub async fn pull_and_ack(&self, connection: &mut Connection, queue: &str) -> anyhow::Result<u64> {
-        let pull = self.request(queue, "/pull", br#"{"batch_size":100,"visibility_timeout_ms":60000}"#);
+        self.pull_and_ack_with(connection, queue, PULL.as_bytes()).await
+    }
+
+    /// As `pull_and_ack`, with the pull's body given.
+    async fn pull_and_ack_with(&self, connection: &mut Connection, queue: &str, body: &[u8]) -> anyhow::Result<u64> {
+        let pull = self.request(queue, "/pull", body);
         let answer = connection.send(&pull).await?;
         if answer.status != 200 {
             bail!("pull: {} {}", answer.status, String::from_utf8_lossy(&answer.body));

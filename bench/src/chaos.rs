@@ -4,10 +4,12 @@
 //! message is under two live leases, nothing is redelivered after a successful ack, attempts never
 //! decrease and delays never end early.
 //!
-//! Three modes: `pull` (HTTP pull consumers acking through the API), `webhook` (a push consumer whose
-//! receiver fails in every way: 500s, hangs, connection resets, redirects, and being down) and `ordered`
+//! Four modes: `pull` (HTTP pull consumers acking through the API), `webhook` (a push consumer whose
+//! receiver fails in every way: 500s, hangs, connection resets, redirects, and being down), `ordered`
 //! (pull consumers on messages with ordering keys, each numbered within its key; the checker also asserts
-//! that a key's messages are first delivered in order and that no two of a key are ever leased at once).
+//! that a key's messages are first delivered in order and that no two of a key are ever leased at once)
+//! and `fan-out` (two pull consumers and a webhook one on one queue, each checked on its own history,
+//! `chaos_fan_out`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::Stdio;
@@ -32,12 +34,23 @@ pub enum Mode {
     Ordered,
     /// Schedules firing into a queue (`chaos_schedules`): every tick stored once.
     Schedules,
+    /// Two pull consumers and a webhook one on one queue (`chaos_fan_out`): each gets every message.
+    FanOut,
 }
 
 impl Mode {
     /// Whether the consumers pull (and so hold leases of a known length).
     fn pulls(self) -> bool {
         matches!(self, Mode::Pull | Mode::Ordered)
+    }
+
+    /// Messages published per second unless `--publish-rate` says otherwise (0: as fast as they can).
+    pub(crate) fn default_publish_rate(self) -> u64 {
+        match self {
+            Mode::Pull => 0,
+            Mode::Webhook => 1_000,
+            Mode::Ordered | Mode::Schedules | Mode::FanOut => 500,
+        }
     }
 }
 
@@ -59,8 +72,9 @@ pub struct ChaosArgs {
     #[arg(long, default_value_t = 4)]
     pub pg_restart_every: u64,
     /// Messages published per second by all producers together (0: as fast as they can). A webhook
-    /// consumer drains more slowly than pullers, so the webhook mode publishes at 1,000/s by default, and
-    /// the ordered mode, whose keys go one message at a time, at 500/s.
+    /// consumer drains more slowly than pullers, so the webhook mode publishes at 1,000/s by default, the
+    /// ordered mode, whose keys go one message at a time, at 500/s, and the fan-out mode, which delivers
+    /// each message three times, at 500/s.
     #[arg(long)]
     pub publish_rate: Option<u64>,
     /// Ordering keys the ordered mode's messages go round.
@@ -119,7 +133,7 @@ pub(crate) fn ordering_key(message: &Value) -> Option<String> {
 
 pub(crate) struct Cluster {
     pg: TempCluster,
-    url: String,
+    pub(crate) url: String,
     server: Option<Child>,
     port: u16,
     roles: &'static str,
@@ -257,7 +271,7 @@ pub(crate) async fn start(mode: Mode) -> anyhow::Result<(Cluster, Client)> {
     let created: Value = serde_json::from_slice(&out.stdout).context("account create")?;
     let roles = match mode {
         Mode::Pull | Mode::Ordered | Mode::Schedules => "api",
-        Mode::Webhook => "api,dispatcher",
+        Mode::Webhook | Mode::FanOut => "api,dispatcher",
     };
     let mut cluster = Cluster { pg, url, server: None, port: free_port(), roles };
     cluster.start_server().await?;
@@ -273,8 +287,12 @@ pub(crate) async fn start(mode: Mode) -> anyhow::Result<(Cluster, Client)> {
     Ok((cluster, client))
 }
 
-/// The pull, webhook and ordered modes (the schedules mode is `chaos_schedules::run`).
+/// The pull, webhook and ordered modes (the schedules mode is `chaos_schedules::run`, the fan-out mode
+/// `chaos_fan_out::run`).
 pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
+    if args.mode == Mode::FanOut {
+        return crate::chaos_fan_out::run(args).await;
+    }
     let (mut cluster, client) = start(args.mode).await?;
     let queue =
         client.post("queues", &json!({"queue_name": "chaos"})).await.map_err(|_| anyhow::anyhow!("create queue"))?;
@@ -302,17 +320,12 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
                 .map_err(|_| anyhow::anyhow!("consumer"))?;
             Some(receiver)
         }
+        Mode::FanOut => unreachable!("the fan-out mode runs in chaos_fan_out"),
     };
     let history: Arc<Mutex<History>> = Arc::default();
     let stop = CancellationToken::new();
     let mut load = tokio::task::JoinSet::new();
-    let rate = args.publish_rate.unwrap_or(match args.mode {
-        Mode::Pull => 0,
-        Mode::Webhook => 1_000,
-        Mode::Ordered | Mode::Schedules => 500,
-    });
-    // Each producer publishes batches of 10; spaced so that together they keep `rate`.
-    let pause = (rate > 0).then(|| Duration::from_secs_f64(10.0 * args.producers as f64 / rate as f64));
+    let pause = producer_pause(&args);
     for p in 0..args.producers {
         let (client, queue, history, stop) = (client.clone(), queue.clone(), history.clone(), stop.clone());
         if args.mode == Mode::Ordered {
@@ -325,7 +338,15 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     let how = if args.mode == Mode::Ordered { Consumer::ORDERED } else { Consumer::PLAIN };
     if args.mode.pulls() {
         for _ in 0..args.consumers {
-            load.spawn(consume_as(client.clone(), queue.clone(), history.clone(), stop.clone(), VISIBILITY_MS, how));
+            load.spawn(consume_as(
+                client.clone(),
+                queue.clone(),
+                None,
+                history.clone(),
+                stop.clone(),
+                VISIBILITY_MS,
+                how,
+            ));
         }
     }
 
@@ -359,21 +380,14 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
         drain_once(&client, &dlq_id, &history, true).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let metered = metered(&cluster.url, &queue, &dlq_id).await?;
+    let metered = metered(&cluster.url, &queue, &[dlq_id.as_str()]).await?;
     cluster.kill().await;
     if let Some(r) = &receiver {
-        let mut h = history.lock().unwrap();
-        for (body, received) in r.acked() {
-            h.acked_at.entry(body.clone()).or_insert(received);
-            h.ack_attempted.insert(body);
-        }
-        for d in r.deliveries() {
-            h.deliveries.push(d);
-        }
+        r.record_into(&mut history.lock().unwrap());
     }
     let h = history.lock().unwrap();
     let mut report = check(&h, args.mode, kills, pg_restarts);
-    report.metering = Some(metering(&h, &metered));
+    report.metering = Some(metering(&[&h], &metered));
     println!("{report}");
     if !report.passed() {
         bail!("the chaos checker found violations");
@@ -381,7 +395,7 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the usage records say of the queue and its dead-letter queue once everything is drained, every
+/// What the usage records say of the queue and its dead-letter queues once everything is drained, every
 /// count delta folded first (`store::usage`).
 pub(crate) struct Metered {
     published: i64,
@@ -391,7 +405,7 @@ pub(crate) struct Metered {
     dlq_acked: i64,
 }
 
-async fn metered(url: &str, queue: &str, dlq: &str) -> anyhow::Result<Metered> {
+pub(crate) async fn metered(url: &str, queue: &str, dlqs: &[&str]) -> anyhow::Result<Metered> {
     let pool = sqlx::PgPool::connect(url).await?;
     skiplock::store::counts::fold(&pool).await?;
     let sums = "select coalesce(sum(published), 0)::int8, coalesce(sum(delivered), 0)::int8,
@@ -399,16 +413,22 @@ async fn metered(url: &str, queue: &str, dlq: &str) -> anyhow::Result<Metered> {
                 from usage_hours where queue_id = $1::uuid";
     let (published, delivered, acked, dead_lettered): (i64, i64, i64, i64) =
         sqlx::query_as(sums).bind(queue).fetch_one(&pool).await?;
-    let (_, _, dlq_acked, _): (i64, i64, i64, i64) = sqlx::query_as(sums).bind(dlq).fetch_one(&pool).await?;
+    let mut dlq_acked = 0;
+    for dlq in dlqs {
+        let (_, _, acked, _): (i64, i64, i64, i64) = sqlx::query_as(sums).bind(dlq).fetch_one(&pool).await?;
+        dlq_acked += acked;
+    }
     pool.close().await;
     Ok(Metered { published, delivered, acked, dead_lettered, dlq_acked })
 }
 
 /// The metering's verdict: each message stored is metered as published once, whatever the kills (the
-/// messages the clients saw, every one drained at the end); each left the queue once, acked or
-/// dead-lettered; the dead-letter queue's acks are the moves into it; deliveries are at least those the
-/// clients saw (a delivery whose answer a kill cut off is still one the database made).
+/// messages the clients saw, every one drained at the end); each consumer's copy left the queue once,
+/// acked or dead-lettered; the dead-letter queues' acks are the moves into them; deliveries are at least
+/// those the clients saw (a delivery whose answer a kill cut off is still one the database made).
 pub(crate) struct Metering {
+    /// The queue's consumers, each of which reads and deletes a copy of every message.
+    consumers: usize,
     published: i64,
     seen: usize,
     delivered: i64,
@@ -419,15 +439,15 @@ pub(crate) struct Metering {
 }
 
 impl Metering {
-    fn violations(&self) -> Vec<String> {
+    pub(crate) fn violations(&self) -> Vec<String> {
         let mut found = Vec::new();
         if self.published != self.seen as i64 {
             found.push(format!("metered {} publishes, the clients saw {} messages", self.published, self.seen));
         }
-        if self.acked + self.dead_lettered != self.published {
+        if self.acked + self.dead_lettered != self.published * self.consumers as i64 {
             found.push(format!(
-                "metered {} acked and {} dead-lettered of {} published, with nothing left",
-                self.acked, self.dead_lettered, self.published
+                "metered {} acked and {} dead-lettered of {} published to {} consumers, with nothing left",
+                self.acked, self.dead_lettered, self.published, self.consumers
             ));
         }
         if self.dlq_acked != self.dead_lettered {
@@ -443,17 +463,26 @@ impl Metering {
     }
 }
 
-fn metering(h: &History, metered: &Metered) -> Metering {
-    let seen: HashSet<&String> = h.deliveries.iter().map(|d| &d.body).chain(h.dead_lettered.iter()).collect();
+/// The metering against the histories of the queue's consumers, one each.
+pub(crate) fn metering(consumers: &[&History], metered: &Metered) -> Metering {
+    let seen: HashSet<&String> =
+        consumers.iter().flat_map(|h| h.deliveries.iter().map(|d| &d.body).chain(h.dead_lettered.iter())).collect();
     Metering {
+        consumers: consumers.len(),
         published: metered.published,
         seen: seen.len(),
         delivered: metered.delivered,
-        seen_deliveries: h.deliveries.len(),
+        seen_deliveries: consumers.iter().map(|h| h.deliveries.len()).sum(),
         acked: metered.acked,
         dead_lettered: metered.dead_lettered,
         dlq_acked: metered.dlq_acked,
     }
+}
+
+/// How long each producer waits before a batch of 10, so that together they keep the mode's rate.
+pub(crate) fn producer_pause(args: &ChaosArgs) -> Option<Duration> {
+    let rate = args.publish_rate.unwrap_or(args.mode.default_publish_rate());
+    (rate > 0).then(|| Duration::from_secs_f64(10.0 * args.producers as f64 / rate as f64))
 }
 
 pub(crate) async fn backlog(client: &Client, queue: &str) -> i64 {
@@ -603,23 +632,23 @@ impl Consumer {
     const ORDERED: Consumer = Consumer { batch_size: 10, hold_ms: 100, unacked_percent: 5 };
 }
 
-/// One pull and its acks, recorded. Returns whether anything came.
+/// One pull and its acks, recorded; `consumer_id` names the consumer pulling when the queue has several.
+/// Returns whether anything came.
 async fn pull_and_ack(
     client: &Client,
     queue: &str,
+    consumer_id: Option<&str>,
     history: &Mutex<History>,
     visibility: u64,
     dead: bool,
     how: Consumer,
 ) -> bool {
     let asked = Instant::now();
-    let Ok(result) = client
-        .post(
-            &format!("queues/{queue}/messages/pull"),
-            &json!({"batch_size": how.batch_size, "visibility_timeout_ms": visibility}),
-        )
-        .await
-    else {
+    let mut request = json!({"batch_size": how.batch_size, "visibility_timeout_ms": visibility});
+    if let Some(id) = consumer_id {
+        request["consumer_id"] = json!(id);
+    }
+    let Ok(result) = client.post(&format!("queues/{queue}/messages/pull"), &request).await else {
         tokio::time::sleep(Duration::from_millis(50)).await;
         return false;
     };
@@ -683,26 +712,39 @@ pub(crate) async fn consume(
     stop: CancellationToken,
     visibility: u64,
 ) {
-    consume_as(client, queue, history, stop, visibility, Consumer::PLAIN).await
+    consume_as(client, queue, None, history, stop, visibility, Consumer::PLAIN).await
 }
 
-async fn consume_as(
+/// Pulls and acks until `stop`, as the consumer `consumer_id` when the queue has several.
+pub(crate) async fn consume_as(
     client: Client,
     queue: String,
+    consumer_id: Option<String>,
     history: Arc<Mutex<History>>,
     stop: CancellationToken,
     visibility: u64,
     how: Consumer,
 ) {
     while !stop.is_cancelled() {
-        if !pull_and_ack(&client, &queue, &history, visibility, false, how).await {
+        if !pull_and_ack(&client, &queue, consumer_id.as_deref(), &history, visibility, false, how).await {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 }
 
 pub(crate) async fn drain_once(client: &Client, queue: &str, history: &Mutex<History>, dead: bool) {
-    while pull_and_ack(client, queue, history, 60_000, dead, Consumer::PLAIN).await {}
+    drain_once_as(client, queue, None, history, dead).await
+}
+
+/// Pulls and acks until a pull comes back empty, as the consumer `consumer_id` when the queue has several.
+pub(crate) async fn drain_once_as(
+    client: &Client,
+    queue: &str,
+    consumer_id: Option<&str>,
+    history: &Mutex<History>,
+    dead: bool,
+) {
+    while pull_and_ack(client, queue, consumer_id, history, 60_000, dead, Consumer::PLAIN).await {}
 }
 
 pub struct Report {
@@ -749,13 +791,15 @@ impl Report {
     }
 }
 
-impl std::fmt::Display for Report {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "| chaos ({:?}) | published (2xx) | publish answer lost | acked | dead-lettered | deliveries | duplicates after lease expiry | server kills | PostgreSQL restarts | lost | unexpected | violations |", self.mode)?;
-        writeln!(f, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")?;
-        writeln!(
-            f,
-            "| result | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+/// The report table's columns after its first, and their alignment.
+pub(crate) const COLUMNS: &str = "published (2xx) | publish answer lost | acked | dead-lettered | deliveries | duplicates after lease expiry | server kills | PostgreSQL restarts | lost | unexpected | violations |";
+pub(crate) const ALIGNMENT: &str = "--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|";
+
+impl Report {
+    /// Its figures under `COLUMNS`, closing the row.
+    pub(crate) fn cells(&self) -> String {
+        format!(
+            "{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             self.published_ok,
             self.published_unknown,
             self.acked,
@@ -767,13 +811,18 @@ impl std::fmt::Display for Report {
             self.lost.len(),
             self.unexpected.len(),
             self.violations.len()
-        )?;
+        )
+    }
+
+    /// The lines under the table: the order and metering figures, and the first few of each kind of
+    /// violation, each line led by `prefix` (which names the consumer when there are several).
+    pub(crate) fn write_details(&self, f: &mut std::fmt::Formatter<'_>, prefix: &str) -> std::fmt::Result {
         let empty = OrderViolations::default();
         let order = self.order.as_ref().map_or(&empty, |(_, v)| v);
         if let Some((keys, _)) = &self.order {
             writeln!(
                 f,
-                "ordered: {keys} ordering keys; order violations {}: first delivered before an earlier message of its key {}, two of a key in one pull {}, delivered while another of its key was leased {}, a wrong ordering_key {}",
+                "{prefix}ordered: {keys} ordering keys; order violations {}: first delivered before an earlier message of its key {}, two of a key in one pull {}, delivered while another of its key was leased {}, a wrong ordering_key {}",
                 order.count(),
                 order.out_of_order.len(),
                 order.one_pull.len(),
@@ -782,21 +831,8 @@ impl std::fmt::Display for Report {
             )?;
         }
         if let Some(m) = &self.metering {
-            writeln!(
-                f,
-                "metering: {} published metered against {} messages seen (difference {}), {} acked and {} dead-lettered \
-                 metered, {} acked from the dead-letter queue, {} deliveries metered against {} the clients saw",
-                m.published,
-                m.seen,
-                m.published - m.seen as i64,
-                m.acked,
-                m.dead_lettered,
-                m.dlq_acked,
-                m.delivered,
-                m.seen_deliveries
-            )?;
-            for violation in m.violations() {
-                writeln!(f, "metering violation: {violation}")?;
+            for line in m.to_string().lines() {
+                writeln!(f, "{prefix}{line}")?;
             }
         }
         for (what, list) in [
@@ -809,13 +845,51 @@ impl std::fmt::Display for Report {
             ("wrong ordering_key", &order.wrong_key),
         ] {
             for item in list.iter().take(10) {
-                writeln!(f, "{what}: {item}")?;
+                writeln!(f, "{prefix}{what}: {item}")?;
             }
         }
         Ok(())
     }
 }
 
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "| chaos ({:?}) | {COLUMNS}", self.mode)?;
+        writeln!(f, "|---|{ALIGNMENT}")?;
+        writeln!(f, "| result | {}", self.cells())?;
+        self.write_details(f, "")
+    }
+}
+
+/// The metering line, and a line for each violation.
+impl std::fmt::Display for Metering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (copies, dlqs) = match self.consumers {
+            1 => (String::new(), "queue"),
+            n => (format!(" of {n} consumers' copies"), "queues"),
+        };
+        writeln!(
+            f,
+            "metering: {} published metered against {} messages seen (difference {}), {} acked and {} dead-lettered \
+             metered{copies}, {} acked from the dead-letter {dlqs}, {} deliveries metered against {} the clients saw",
+            self.published,
+            self.seen,
+            self.published - self.seen as i64,
+            self.acked,
+            self.dead_lettered,
+            self.dlq_acked,
+            self.delivered,
+            self.seen_deliveries
+        )?;
+        for violation in self.violations() {
+            writeln!(f, "metering violation: {violation}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Judges one consumer's history; `mode` is the consumer's kind (a fan-out run's pull consumers are judged
+/// as `Pull`, its webhook consumer as `Webhook`).
 pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Report {
     let published_ok: HashSet<&String> = h.published.iter().filter(|(_, ok)| **ok).map(|(b, _)| b).collect();
     let lost: Vec<String> = published_ok
@@ -839,10 +913,8 @@ pub(crate) fn check(h: &History, mode: Mode, kills: u64, pg_restarts: u64) -> Re
     }
     let mut violations = Vec::new();
     let mut duplicates = 0;
-    let lease = Duration::from_millis(match mode {
-        Mode::Pull | Mode::Ordered | Mode::Schedules => VISIBILITY_MS,
-        Mode::Webhook => WEBHOOK_TIMEOUT_MS * 2 + 5_000,
-    });
+    // Leases are checked for pulling consumers only, whose visibility timeout the checker knows.
+    let lease = Duration::from_millis(VISIBILITY_MS);
     for (body, deliveries) in &mut by_body {
         deliveries.sort_by_key(|d| d.received);
         duplicates += deliveries.len() - 1;
@@ -1053,6 +1125,15 @@ impl FaultyReceiver {
 
     pub(crate) fn deliveries(&self) -> Vec<Delivery> {
         self.state.lock().unwrap().deliveries.clone()
+    }
+
+    /// Adds what it received and acked to the webhook consumer's history.
+    pub(crate) fn record_into(&self, h: &mut History) {
+        for (body, received) in self.acked() {
+            h.acked_at.entry(body.clone()).or_insert(received);
+            h.ack_attempted.insert(body);
+        }
+        h.deliveries.extend(self.deliveries());
     }
 }
 

@@ -39,12 +39,14 @@
 
 mod api_load;
 mod chaos;
+mod chaos_fan_out;
 mod chaos_schedules;
 mod cluster_rate;
 mod cpu;
 mod dead_receiver;
 mod delete_under_fire;
 mod fairness;
+mod fan_out;
 mod first_delivery;
 mod flood;
 mod flow;

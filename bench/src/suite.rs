@@ -6,7 +6,8 @@
 //!   W5 the steady publish/pull/ack cycle over time, and W2 behind a large backlog;
 //!   W4 publish -> webhook latency at 1,000 messages/s (the `latency` module);
 //!   W7 publish -> long-poll receive latency at 1,000 messages/s, 16 pullers waiting (`long_poll`);
-//!   W8 a topic publish reaching four queues beside batch publishes to each of them (skiplock).
+//!   W8 a topic publish reaching four queues beside batch publishes to each of them (skiplock); W8f one
+//!   queue with four consumers (two pull, two webhook) beside four queues of one each, drained (`fan_out`).
 //! Runs alternate between systems and repeat; tables show medians. Besides messages/s, each run records
 //! WAL bytes and the CPU each party spent per message, which is what bounds throughput when they share
 //! a small machine. Results: Markdown on stdout, JSON under `bench/results/`.
@@ -21,6 +22,7 @@ use tokio::process::Child;
 
 use crate::api_load::Api;
 use crate::cpu::{self, CpuTimes};
+use crate::fan_out::{Layout, Receiver};
 use crate::peers::{self, Pgbench, PgmqClient, BODY};
 use crate::rabbitmq::Rabbit;
 use crate::setup::percentile_ms;
@@ -30,7 +32,8 @@ pub struct SuiteArgs {
     /// A short run (under 3 minutes): shorter workloads, one round, a smaller backlog.
     #[arg(long)]
     pub quick: bool,
-    /// Run only these workloads (w1, w1k, w2, w2b, w2o, w2f, fairness, w3, w4, w5, w7, w8), comma-separated; w1k
+    /// Run only these workloads (w1, w1k, w2, w2b, w2o, w2f, fairness, w3, w4, w5, w7, w8, w8f), comma-separated; w8
+    /// also runs w8f; w1k
     /// also runs W1d and a W1 of skiplock beside it; w2o and w2f a W2 of skiplock beside each of their
     /// rounds, w2o also the fairness figure; w2 (or w2b) runs both W2 and W2b, a round of W2b after each round of W2 (so that
     /// `--only w2` can drive a skiplock without ordering keys).
@@ -60,6 +63,8 @@ struct Plan {
     cycle_interval: f64,
     big_backlog: u64,
     latency_seconds: u32,
+    /// Messages W8f and W8q feed each consumer.
+    fan_out_messages: u64,
 }
 
 impl Plan {
@@ -74,6 +79,7 @@ impl Plan {
                 cycle_interval: 5.0,
                 big_backlog: 300_000,
                 latency_seconds: 8,
+                fan_out_messages: 20_000,
             }
         } else {
             Plan {
@@ -85,6 +91,7 @@ impl Plan {
                 cycle_interval: 60.0,
                 big_backlog: 1_000_000,
                 latency_seconds: 30,
+                fan_out_messages: 200_000,
             }
         }
     }
@@ -338,13 +345,20 @@ impl Bench {
     where
         F: std::future::Future<Output = anyhow::Result<(u64, f64)>>,
     {
+        self.measure_nodes(system, &self.server_pids(system), work).await
+    }
+
+    /// As `measure`, the server's CPU being that of the processes `servers`.
+    async fn measure_nodes<F>(&self, system: System, servers: &[u32], work: F) -> anyhow::Result<Run>
+    where
+        F: std::future::Future<Output = anyhow::Result<(u64, f64)>>,
+    {
         self.checkpoint().await?;
         let postmaster = cpu::postmaster_pid(&self.pg.data_dir()).unwrap_or(0);
-        let servers = self.server_pids(system);
         let url = self.url(system);
-        let (wal_before, cpu_before) = (wal_lsn(url).await?, cpu::sample(&servers, postmaster));
+        let (wal_before, cpu_before) = (wal_lsn(url).await?, cpu::sample(servers, postmaster));
         let (messages, seconds) = work.await?;
-        let cpu = cpu::sample(&servers, postmaster) - cpu_before;
+        let cpu = cpu::sample(servers, postmaster) - cpu_before;
         // A broker's writes are not PostgreSQL's WAL.
         let wal_bytes = if system == System::Rabbit { 0 } else { wal_lsn(url).await? - wal_before };
         Ok(Run { messages, seconds, wal_bytes, cpu })
@@ -499,6 +513,47 @@ impl Bench {
             Row {
                 workload: "W8t topic publish reaching four queues, batches of 100, 4 clients (copies stored)",
                 runs: vec![(System::Skiplock, topical)],
+            },
+        ])
+    }
+
+    /// W8f beside W8q: the same four consumers (two pulling, two webhooks) on one queue, and on four
+    /// queues of one consumer each, fed the same `messages` while paused and then drained (`fan_out`);
+    /// figures per delivery. A node of the dispatcher role delivers the webhooks, started beforehand so
+    /// that no run times its start; its CPU counts as the server's.
+    async fn fan_out_draining(&self, plan: &Plan) -> anyhow::Result<[Row; 2]> {
+        let receiver = Receiver::start()?;
+        let allow = [("SKIPLOCK_WEBHOOK_ALLOW_CIDRS", "127.0.0.0/8".to_owned())];
+        let dispatcher = crate::setup::serve_dispatcher(&self.skiplock_url, &allow).await?;
+        let nodes = vec![self.server_pid, dispatcher.id().context("dispatcher pid")?];
+        let shared = Layout::one_queue(&self.api, "fan-out", &receiver).await?;
+        let apart = Layout::four_queues(&self.api, "fanned-apart", &receiver).await?;
+        let (mut one, mut four) = (vec![], vec![]);
+        for _ in 0..plan.rounds {
+            for (layout, runs) in [(&apart, &mut four), (&shared, &mut one)] {
+                self.empty_skiplock().await?;
+                layout.set_paused(&self.api, true).await?;
+                for queue in &layout.fed {
+                    self.api.preload(queue, plan.fan_out_messages, &self.body).await?;
+                }
+                exec(&self.skiplock_url, "vacuum analyze messages; vacuum analyze message_bodies").await?;
+                let work = layout.drain(&self.api, &receiver, plan.fan_out_messages);
+                runs.push(self.measure_nodes(System::Skiplock, &nodes, work).await?);
+            }
+            let (a, b) = (four.last().map_or(0.0, Run::rate), one.last().map_or(0.0, Run::rate));
+            eprintln!("  W8q: {a:.0} deliveries/s; W8f: {b:.0} deliveries/s ({:.2}x)", b / a.max(1.0));
+        }
+        self.empty_skiplock().await?;
+        receiver.stop().await;
+        Ok([
+            Row {
+                workload:
+                    "W8q four queues of one consumer each (2 pull, 2 webhook) draining the same messages (deliveries)",
+                runs: vec![(System::Skiplock, four)],
+            },
+            Row {
+                workload: "W8f one queue with four consumers (2 pull, 2 webhook) draining its messages (deliveries)",
+                runs: vec![(System::Skiplock, one)],
             },
         ])
     }
@@ -855,6 +910,9 @@ pub async fn run(args: SuiteArgs) -> anyhow::Result<()> {
     }
     if wanted("w8") && bench.present(System::Skiplock) {
         rows.extend(bench.topic_publishing(&plan).await?);
+    }
+    if (wanted("w8") || wanted("w8f")) && bench.present(System::Skiplock) {
+        rows.extend(bench.fan_out_draining(&plan).await?);
     }
     let peak_rss_mib = bench.peak_rss_mib();
     let mut empty_pulls = Vec::new();

@@ -1,4 +1,4 @@
-//! The short crash suite (`make chaos` runs the long one), in each mode (pull, webhook, ordered keys):
+//! The short crash suite (`make chaos` runs the long one), in each mode (pull, webhook, ordered keys, fan-out):
 //! load while the server is SIGKILLed at random and PostgreSQL restarted in immediate mode; the checker
 //! asserts over every client's history.
 
@@ -28,4 +28,9 @@ async fn webhook_deliveries_lose_nothing_through_receiver_faults_and_crashes() {
 #[tokio::test]
 async fn ordered_keys_keep_their_order_and_one_lease_each_while_the_server_and_postgresql_crash() {
     chaos("ordered").await;
+}
+
+#[tokio::test]
+async fn fan_out_consumers_each_lose_nothing_while_the_server_and_postgresql_crash() {
+    chaos("fan-out").await;
 }
