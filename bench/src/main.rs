@@ -16,7 +16,7 @@
 //!       W13 message sizes: W1 and W2 with 1 MiB bodies beside 1 KiB ones, messages/s and MB/s.
 //!   skiplock-bench delete-under-fire [--queues 100 --per-queue 1000 --rate 1000]
 //!       W12: an account deleted while a neighbour publishes through another node; the working node killed.
-//!   skiplock-bench chaos [--mode pull|webhook] [--seconds 20] ...
+//!   skiplock-bench chaos [--mode pull|webhook|ordered|fan-out|schedules] [--seconds 20] ...
 //!       the crash suite, on a PostgreSQL cluster of its own.
 //!   skiplock-bench ha --nodes URL,... --account ID --token T --ready-file F --stop-file F
 //!       the load and checker of the high-availability test (scripts/ha/run.sh, make ha-test).
