@@ -290,9 +290,6 @@ pub(crate) async fn start(mode: Mode) -> anyhow::Result<(Cluster, Client)> {
 /// The pull, webhook and ordered modes (the schedules mode is `chaos_schedules::run`, the fan-out mode
 /// `chaos_fan_out::run`).
 pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
-    if args.mode == Mode::FanOut {
-        return crate::chaos_fan_out::run(args).await;
-    }
     let (mut cluster, client) = start(args.mode).await?;
     let queue =
         client.post("queues", &json!({"queue_name": "chaos"})).await.map_err(|_| anyhow::anyhow!("create queue"))?;

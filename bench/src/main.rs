@@ -156,6 +156,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Flow(args) => flow::run(args).await,
         Command::DeadReceiver(args) => dead_receiver::run(args).await,
         Command::Chaos(args) if args.mode == chaos::Mode::Schedules => chaos_schedules::run(args).await,
+        Command::Chaos(args) if args.mode == chaos::Mode::FanOut => chaos_fan_out::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::Ha(args) => ha::run(args).await,
         Command::Soak(args) => soak::run(args).await,
