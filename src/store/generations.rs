@@ -114,8 +114,10 @@ pub async fn holds(conn: &mut PgConnection, gen: i16, max: i64) -> Result<i64, s
 }
 
 /// Moves up to `limit` of the draining generation `gen`'s messages, with their bodies, to the old
-/// generation; returns how many moved. A copy of a fanned-out message gets a body of its own there, so that
-/// nothing in the old generation, which only vacuum cleans, is shared; the copies left behind keep theirs. Moving a row between partitions fires no insert or delete
+/// generation; returns how many moved. A copy of a fanned-out message gets a body of its own there, under
+/// its own id, so that nothing in the old generation, which only vacuum cleans, is shared; it keeps
+/// `body_id`, the id it was published under, which every consumer sees (`store::messages`, `body_key!`).
+/// The copies left behind keep sharing theirs. Moving a row between partitions fires no insert or delete
 /// trigger, so counts and keys stay as they are. The generation's tables are locked against writes
 /// first (waiting at most `lock_timeout_ms`, else nothing moves this turn): a statement that found a row
 /// before it moved and then locked it (a claim, an ack, a key's release) would fail with "tuple to be
@@ -131,9 +133,9 @@ pub async fn move_to_old(
         return Ok(0);
     }
     let moved: Vec<(uuid::Uuid, Option<uuid::Uuid>)> = sqlx::query_as(&format!(
-        "with moving as (select id, body_id from {messages} order by id limit $2 for update skip locked)
-         update messages m set gen = $3, body_id = null from moving where m.gen = $1 and m.id = moving.id
-         returning m.id, moving.body_id"
+        "with moving as (select id from {messages} order by id limit $2 for update skip locked)
+         update messages m set gen = $3 from moving where m.gen = $1 and m.id = moving.id
+         returning m.id, m.body_id"
     ))
     .bind(gen)
     .bind(limit)

@@ -39,6 +39,30 @@ impl StoredMessage {
     }
 }
 
+/// The condition on `message_bodies b` for the bodies that the rows a CTE deleted owned (`$gone`: id, gen,
+/// body_id): a row's own body, unless it is a copy sharing its message's body in a young generation (which
+/// the generation's truncation takes); in the old generation (gen 2, `store::generations::OLD`) every row
+/// owns its body, kept under its own id.
+macro_rules! own_bodies {
+    ($gone:literal) => {
+        concat!(
+            "b.gen = any(array(select distinct gen from ",
+            $gone,
+            ")) and b.id = any(array(select id from ",
+            $gone,
+            " where body_id is null or gen = 2))"
+        )
+    };
+}
+
+/// The id under which a row `$m` of `messages` finds its body: a copy in a young generation shares its
+/// message's, in the old one it has its own (`store::generations::move_to_old`).
+macro_rules! body_key {
+    ($m:literal) => {
+        concat!("case when ", $m, ".gen = 2 then ", $m, ".id else coalesce(", $m, ".body_id, ", $m, ".id) end")
+    };
+}
+
 /// What happens to a message whose deliveries are used up: `$1` the queue, `$2` the dead-letter queue
 /// (null: delete), `$3` the number of deliveries allowed. `exhausted(id)` must be defined before this.
 /// A dead-lettered message keeps its id and timestamp, starts its attempts again and remembers its
@@ -60,14 +84,15 @@ impl StoredMessage {
 /// subscription asking for it, recorded in the same commit (`store::events`).
 macro_rules! dead_letter_ctes {
     () => {
-        "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
+        concat!(
+            "dead_letter_queue as (select id from queues where id = $2 and exists (select 1 from exhausted) for key share),
         dead as (
             update messages m set queue_id = d.id, attempts = 0, leased = false, running = false,
                 available_at = clock_timestamp(),
                 dead_letter_source = $1, dead_lettered_at = now(),
                 dead_letter_consumer = (select id from consumers where queue_id = $1)
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
-            returning m.id, m.size, m.published_at),
+            returning m.id, m.size, m.published_at, coalesce(m.body_id, m.id) as published_id),
         moved as (
             insert into queue_count_deltas (queue_id, messages, bytes, oldest, dead_lettered, write_ops)
             select q.id, q.sign * count(*), q.sign * sum(dead.size), min(dead.published_at) filter (where q.sign > 0),
@@ -81,21 +106,24 @@ macro_rules! dead_letter_ctes {
             delete from messages m where m.id = any(array(select id from exhausted)) and $2::uuid is null
               and exists (select 1 from dropping)
             returning m.id, m.gen, m.body_id),
-        dropped_bodies as (delete from message_bodies b
-            where b.gen = any(array(select distinct gen from dropped)) and b.id = any(array(select id from dropped where body_id is null))),
+        dropped_bodies as (delete from message_bodies b where ",
+            own_bodies!("dropped"),
+            "),
         dead_letter_events as (
             insert into event_outbox (account_id, subscription_id, destination_queue_id, event, queue_id, queue_name,
                                       payload)
             select s.account_id, s.id, s.destination_queue_id, 'messages.dead_lettered', q.id, q.name,
                    jsonb_build_object('count', n.count, 'messageIds', n.ids, 'deadLetterQueue', d.name)
             from (select count(*) as count, (array_agg(replace(x.id::text, '-', '') order by x.id))[1:100] as ids
-                  from (select id from dead union all select id from dropped) x) n
+                  from (select published_id as id from dead
+                        union all select coalesce(body_id, id) from dropped) x) n
             join queues q on q.id = $1
             left join queues d on d.id = $2
             join event_subscriptions s on s.account_id = q.account_id and s.enabled
                                        and 'messages.dead_lettered' = any(s.events)
                                        and (s.queue_id is null or s.queue_id = q.id) and s.destination_queue_id <> q.id
             where n.count > 0)"
+        )
     };
 }
 
@@ -188,7 +216,9 @@ macro_rules! claim_statement {
                     c.dead_letter_consumer, c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b
-                  on b.gen = any(array(select distinct gen from claimed)) and b.id = coalesce(c.body_id, c.id)
+                  on b.gen = any(array(select distinct gen from claimed)) and b.id = ",
+            body_key!("c"),
+            "
              union all
              select id, null, -1, null, null, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
@@ -435,7 +465,7 @@ pub async fn peek(
     retention_seconds: i64,
     limit: i64,
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "select m.id, coalesce(m.body_id, m.id) as published_id, m.attempts, m.published_at, b.content_type, b.body,
                 (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
                  where s.id = m.dead_letter_source) as dead_letter_source, m.dead_letter_consumer, m.dead_lettered_at,
@@ -449,10 +479,12 @@ pub async fn peek(
               where running and queue_id = $1 and published_at > now() - make_interval(secs => $3)
               order by available_at, id limit $2)) p
          join messages m on m.gen = p.gen and m.id = p.id
-         join message_bodies b on b.gen = m.gen and b.id = coalesce(m.body_id, m.id)
+         join message_bodies b on b.gen = m.gen and b.id = ",
+        body_key!("m"),
+        "
          order by p.available_at, p.id
-         limit $2",
-    )
+         limit $2"
+    ))
     .bind(queue.id())
     .bind(limit)
     .bind(retention_seconds as f64)
@@ -577,14 +609,15 @@ pub async fn sweep_ran_out(db: impl PgExecutor<'_>, floor: DateTime<Utc>, limit:
 /// same messages at once (stale leases) could then deadlock; PostgreSQL aborts one of them, nothing of
 /// it applies, and its caller gets a 503 to retry (see `error.rs`).
 pub async fn delete(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) -> Result<Deleted, sqlx::Error> {
-    let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(
+    let rows: Vec<(MessageId, i32, bool)> = sqlx::query_as(concat!(
         "with gone as (
              delete from messages m where queue_id = $1 and id = any($2)
              returning m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
-              bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
-         select id, size, keyed from gone",
-    )
+              bodies as (delete from message_bodies b where ",
+        own_bodies!("gone"),
+        ")
+         select id, size, keyed from gone"
+    ))
     .bind(queue.id())
     .bind(ids)
     .fetch_all(db)
@@ -604,17 +637,18 @@ pub struct Acked {
 /// None: the account has no such queue. Rows are not locked in id order first, as for `delete`.
 pub async fn ack(db: impl PgExecutor<'_>, queue: OwnedQueue, ids: &[MessageId]) -> Result<Option<Acked>, sqlx::Error> {
     type Row = (Option<crate::queue::consumer::ConsumerKind>, Option<MessageId>, Option<i32>, Option<bool>);
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(concat!(
         "with target as (
              select q.id, (select c.kind from consumers c where c.queue_id = q.id) as kind
              from queues q where q.account_id = $1 and q.id = $2),
          gone as (
              delete from messages m where m.queue_id = (select id from target) and m.id = any($3)
              returning m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
-         bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
-         select t.kind, g.id, g.size, g.keyed from target t left join gone g on true",
-    )
+         bodies as (delete from message_bodies b where ",
+        own_bodies!("gone"),
+        ")
+         select t.kind, g.id, g.size, g.keyed from target t left join gone g on true"
+    ))
     .bind(queue.account())
     .bind(queue.id())
     .bind(ids)
@@ -651,7 +685,7 @@ pub async fn ack_batches(
         }
     }
     type Row = (QueueId, Option<MessageId>, Option<i32>, Option<bool>);
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<Row> = sqlx::query_as(concat!(
         "with targets as (
              select q.id, q.account_id from queues q
              where (q.id, q.account_id) in (select * from unnest($2::uuid[], $1::uuid[]))),
@@ -662,9 +696,11 @@ pub async fn ack_batches(
              delete from messages m where m.id = any(array(select id from acked))
                and (m.queue_id, m.id) in (select queue_id, id from acked)
              returning m.queue_id, m.id, m.gen, m.body_id, m.size, (m.ordering_key is not null or m.flow_key is not null) as keyed),
-         bodies as (delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null)))
-         select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id",
+         bodies as (delete from message_bodies b where ",
+            own_bodies!("gone"),
+            ")
+         select t.id, g.id, g.size, g.keyed from targets t left join gone g on g.queue_id = t.id"
+        ),
     )
     .bind(&accounts)
     .bind(&queues)
@@ -715,14 +751,14 @@ impl FromIterator<(MessageId, i32, bool)> for Deleted {
 
 /// Deletes every message of a queue (a purge), locking in id order as retries do.
 pub(super) async fn delete_all(db: impl PgExecutor<'_>, queue: QueueId) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query(concat!(
         "with removing as materialized (select set_config('skiplock.deleting', 'removed', true)),
               doomed as (select id from messages where queue_id = $1 order by id for update),
               gone as (delete from messages m using doomed d where m.id = d.id and exists (select 1 from removing)
                        returning m.id, m.gen, m.body_id)
-         delete from message_bodies b
-                        where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null))",
-    )
+         delete from message_bodies b where ",
+        own_bodies!("gone")
+    ))
     .bind(queue)
     .execute(db)
     .await?;
@@ -742,8 +778,8 @@ macro_rules! delete_doomed {
             "),
          gone as (delete from messages m where m.id = any(array(select id from doomed)) and exists (select 1 from reason)
                   returning m.id, m.gen, m.body_id)
-         delete from message_bodies b
-         where b.gen = any(array(select distinct gen from gone)) and b.id = any(array(select id from gone where body_id is null))"
+         delete from message_bodies b where ",
+            own_bodies!("gone")
         )
     };
 }

@@ -145,7 +145,8 @@ pub struct DeadLetterSource {
 
 /// The dead-letter sources of the account's given queues: the consumers naming them (by the index of
 /// consumers with a dead-letter queue) and the sources of their dead-lettered messages (by the partial
-/// index of dead-lettered messages only). A source may appear in both.
+/// index of dead-lettered messages only). A source may appear in both, and a queue once more per consumer
+/// of its own that dead-letters there: a lane is named by its queue.
 pub async fn dead_letter_sources(
     pool: &PgPool,
     account: AccountId,
@@ -154,21 +155,23 @@ pub async fn dead_letter_sources(
     let queues: Vec<Uuid> = queues.iter().map(|q| q.0).collect();
     sqlx::query_as!(
         DeadLetterSource,
-        r#"select t.id as "queue_id!: QueueId", s.id as "source!: QueueId", s.name as "source_name?",
-                0::int8 as "messages!"
+        r#"select t.id as "queue_id!: QueueId", coalesce(s.parent_queue_id, s.id) as "source!: QueueId",
+                coalesce(p.name, s.name) as "source_name?", 0::int8 as "messages!"
          from queues t
          join consumers c on c.account_id = t.account_id and c.dead_letter_queue = t.name
                          and c.dead_letter_queue <> ''
          join queues s on s.id = c.queue_id
+         left join queues p on p.id = s.parent_queue_id
          where t.account_id = $1 and t.id = any($2)
          union all
-         select g.queue_id, g.source, s.name, g.messages
+         select g.queue_id, coalesce(s.parent_queue_id, g.source), coalesce(p.name, s.name), g.messages
          from (select m.queue_id, m.dead_letter_source as source, count(*) as messages
                from messages m
                where m.queue_id = any(array(select id from queues where account_id = $1 and id = any($2)))
                  and m.dead_letter_source is not null
                group by m.queue_id, m.dead_letter_source) g
-         left join queues s on s.id = g.source and s.account_id = $1"#,
+         left join queues s on s.id = g.source and s.account_id = $1
+         left join queues p on p.id = s.parent_queue_id"#,
         account.0,
         &queues,
     )

@@ -21,7 +21,7 @@ const DELIVERED: Duration = Duration::from_secs(20);
 
 /// Pulls and acks the queue's events until `count` arrived (and a moment more, to catch any extra);
 /// answers their bodies.
-async fn events(app: &TestApp, queue: &str, count: usize) -> Vec<Value> {
+pub(crate) async fn events(app: &TestApp, queue: &str, count: usize) -> Vec<Value> {
     let mut got = Vec::new();
     let deadline = Instant::now() + DELIVERED;
     let mut quiet_until: Option<Instant> = None;
@@ -49,7 +49,7 @@ async fn events(app: &TestApp, queue: &str, count: usize) -> Vec<Value> {
     }
 }
 
-async fn subscribe(app: &TestApp, source: Value, events: &[&str], destination: &str) -> Value {
+pub(crate) async fn subscribe(app: &TestApp, source: Value, events: &[&str], destination: &str) -> Value {
     let body = json!({"name": "alerts", "source": source, "events": events,
                       "destination": {"type": "queues.queue", "queue_id": destination}});
     app.post(SUBSCRIPTIONS, body).await.expect_ok().clone()

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
+use crate::events::{events, subscribe};
 use crate::generations::{engine, AT_ONCE};
 use crate::helpers::{dispatcher, lease, spawn_app, webhook_consumer, Hook, TestApp};
 use crate::receiver::{Answer, Receiver};
@@ -96,6 +97,8 @@ async fn each_consumer_retries_and_dead_letters_on_its_own(pool: PgPool) {
     )
     .await;
     let patient = add_consumer(&app, &q, json!({"type": "http_pull", "settings": {"max_retries": 5}})).await;
+    let alerts = app.pull_queue("alerts", json!({})).await;
+    subscribe(&app, json!({"type": "queues.queue", "queue_name": "jobs"}), &["messages.dead_lettered"], &alerts).await;
     app.publish_texts(&q, &["x"]).await;
     let got = pull_as(&app, &q, &strict).await;
     app.ack(&q, &[], json!([{"lease_id": lease(&got[0]), "delay_seconds": 0}])).await;
@@ -111,9 +114,18 @@ async fn each_consumer_retries_and_dead_letters_on_its_own(pool: PgPool) {
     assert_eq!(bodies(&dead), ["x"]);
     assert_eq!(dead[0]["metadata"]["dead_letter_source_queue"], "jobs", "the source is the queue, not the lane");
     assert_eq!(dead[0]["metadata"]["dead_letter_source_consumer"], strict.as_str(), "the consumer that gave up");
+    let stats = app.get(&format!("queues/{dlq}/stats")).await;
+    assert_eq!(
+        stats.expect_ok()["dead_letter_sources"],
+        json!([{"queue_id": q, "queue_name": "jobs", "message_count": 1}]),
+        "the dead-letter queue's source is the queue, not the consumer's lane"
+    );
     let kept = pull_as(&app, &q, &patient).await;
     assert_eq!(bodies(&kept), ["x"]);
     assert_eq!(kept[0]["attempts"], 1, "the other consumer's deliveries are its own");
+    assert_eq!(dead[0]["id"], kept[0]["id"], "a dead-lettered copy keeps the id it was published under");
+    let got = events(&app, &alerts, 1).await;
+    assert_eq!(got[0]["payload"]["messageIds"], json!([kept[0]["id"]]), "and so does its event: {got:?}");
 }
 
 #[sqlx::test]
@@ -217,6 +229,37 @@ async fn a_body_is_stored_once_and_goes_with_its_generation_or_its_last_copy(poo
     assert_eq!(count(&pool, "message_bodies_old").await, 1, "the moved copy's own body");
     let answer = app.ack(&q, &[lease(&by_second[0])], json!([])).await;
     assert_eq!(answer["ackCount"], 1, "the moved copy keeps its lease: {answer}");
+    assert_eq!((count(&pool, "messages").await, count(&pool, "message_bodies").await), (0, 0));
+}
+
+#[sqlx::test]
+async fn a_copy_moved_to_the_old_generation_keeps_the_id_it_was_published_under(pool: PgPool) {
+    use skiplock::engine::rotation::Turn;
+    let app = spawn_app(pool.clone()).await;
+    let q = app.create_queue("late").await;
+    let mut consumers = Vec::new();
+    for _ in 0..3 {
+        consumers.push(add_consumer(&app, &q, json!({"type": "http_pull"})).await);
+    }
+    app.publish_texts(&q, &["slow"]).await;
+    let by_first = pull_as(&app, &q, &consumers[0]).await;
+    assert_eq!(app.ack(&q, &leases(&by_first), json!([])).await["ackCount"], 1);
+
+    // The two consumers that have not read it yet when its generation drains: both copies move, each with a
+    // body of its own under its own id.
+    let engine = engine(&pool).await;
+    let mut turns = Vec::new();
+    while !turns.contains(&Turn::Truncated(0)) && turns.len() < 20 {
+        turns.push(engine.rotate(AT_ONCE).await.unwrap());
+    }
+    assert!(turns.contains(&Turn::Truncated(0)), "{turns:?}");
+    assert_eq!(count(&pool, "message_bodies_old").await, 2, "{turns:?}");
+    for consumer in &consumers[1..] {
+        let got = pull_as(&app, &q, consumer).await;
+        assert_eq!(bodies(&got), ["slow"]);
+        assert_eq!(got[0]["id"], by_first[0]["id"], "every consumer sees the id it was published under");
+        assert_eq!(app.ack(&q, &leases(&got), json!([])).await["ackCount"], 1);
+    }
     assert_eq!((count(&pool, "messages").await, count(&pool, "message_bodies").await), (0, 0));
 }
 
