@@ -1,6 +1,6 @@
-// One queue: live counts and activity chart, settings (edit, pause/resume), its consumers (up to 8; a
-// webhook's endpoint health, test send and delivery attempts), test messages, peek, purge, delete, flow
-// control per key; a dead-letter queue shows where its messages came from.
+// One queue: live counts and activity chart, settings (edit, pause/resume), its consumers (up to 8; each
+// one's own counts, a webhook's endpoint health, test send and delivery attempts), test messages, peek,
+// purge, delete, flow control per key; a dead-letter queue shows where its messages came from.
 // The parts live in views/queue/; this page loads the queue, polls its stats and hands each part
 // what it needs.
 
@@ -87,6 +87,7 @@ export function renderQueue(root, ctx, queueId) {
     tiles.update(s);
     activity.update(s);
     redrive.update(s);
+    consumers.update(s);
     return Promise.all([flow.update(s), attempts.update()]);
   }
 

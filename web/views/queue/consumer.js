@@ -1,7 +1,7 @@
-// One consumer of the queue, in the consumers card (consumers.js): its settings shown, edited
-// (consumer-form.js) or it deleted; a webhook's signing secret shown once after create or rotate, its
-// endpoint's health (health.js) and its test send (test-send.js); a pull consumer's id, which a pull names
-// once the queue has several HTTP pull consumers.
+// One consumer of the queue, in the consumers card (consumers.js): its own figures (consumer-figures.js);
+// its settings shown, edited (consumer-form.js) or it deleted; a webhook's signing secret shown once after
+// create or rotate, its endpoint's health (health.js) and its test send (test-send.js); a pull consumer's
+// id, which a pull names once the queue has several HTTP pull consumers.
 
 import { h, id, append, notice, num, busy, duration, confirmDialog, secretBox } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
@@ -10,6 +10,7 @@ import { createHealth } from './health.js';
 import { createTestSend } from './test-send.js';
 import { consumerForm } from './consumer-form.js';
 import { consumerLabel } from './consumer-words.js';
+import { createConsumerFigures } from './consumer-figures.js';
 
 /** The note under a pull consumer's settings: how a pull names it, given the queue's HTTP pull consumers. */
 function pullNote(pulls) {
@@ -24,14 +25,16 @@ function pullNote(pulls) {
  * One consumer's part of the card. `consumer` as the server shows it (read back as `consumer`, as edited
  * since); `secret` ({title, value}) shown once, just after it was created. setCounts({total, pulls}) with
  * the queue's consumers and HTTP pull consumers; setHealth(health) with its endpoint health read since;
- * focus() moves the focus to its title. `onSaved(consumer)` follows an edit, `onDeleted()` its delete,
- * `onTested()` a test send; `polling` is the page's, stopped while it is being deleted.
+ * setFigures(figures) with its entry of the queue's stats (consumer-figures.js); focus() moves the focus
+ * to its title. `onSaved(consumer)` follows an edit, `onDeleted()` its delete, `onTested()` a test send;
+ * `polling` is the page's, stopped while it is being deleted.
  */
 export function createConsumer({ api, ctx, queueId, polling, consumer: first, secret: firstSecret = null, onSaved, onDeleted, onTested }) {
   let consumer = first;
   let secret = firstSecret;
   let counts = { total: 1, pulls: first.type === 'http_pull' ? 1 : 0 };
   const health = createHealth();
+  const figures = createConsumerFigures(); // outside `body`, so an edit keeps them live
   const testSend = createTestSend({ api, ctx, queueId, onSent: () => onTested() });
   const titleId = id('consumer');
   const title = h('h3', { id: titleId, tabindex: '-1' }, consumerLabel(first));
@@ -39,7 +42,7 @@ export function createConsumer({ api, ctx, queueId, polling, consumer: first, se
   const body = h('div', { class: 'stack' });
   const note = h('p', { class: 'muted small' });
   const el = h('article', { class: 'consumer stack', 'aria-labelledby': titleId, dataset: { consumerId: first.consumer_id } },
-    title, msg.el, body);
+    title, figures.el, msg.el, body);
 
   function render(mode = 'view') {
     body.replaceChildren();
@@ -178,6 +181,7 @@ export function createConsumer({ api, ctx, queueId, polling, consumer: first, se
       return consumer;
     },
     setCounts, setHealth,
+    setFigures: figures.show,
     focus: () => title.focus(),
   };
 }

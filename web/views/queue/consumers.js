@@ -1,7 +1,8 @@
 // The queue page's consumers card: each of the queue's consumers (HTTP pull or webhook, up to 8, oldest
-// first) in a part of its own (consumer.js), and "Add a consumer" while the queue has room for another,
-// which opens the consumer form (consumer-form.js). A consumer added beside others receives the messages
-// published from then on, not the backlog: the card says so where one is added.
+// first) in a part of its own (consumer.js), with its own figures from the queue's stats, and "Add a
+// consumer" while the queue has room for another, which opens the consumer form (consumer-form.js). A
+// consumer added beside others receives the messages published from then on, not the backlog: the card
+// says so where one is added.
 
 import { h, notice, num } from '../../lib/dom.js';
 import { createConsumer } from './consumer.js';
@@ -9,14 +10,16 @@ import { consumerForm } from './consumer-form.js';
 import { MAX_CONSUMERS, pullCount } from './consumer-words.js';
 
 /**
- * The card; show(consumers) with the queue's, setHealth(consumer id, health) with a webhook's endpoint
- * health read since. `refresh()` asks the page for fresh stats; `onChange(consumers)` is told of the
- * consumers shown, at first and after each change, `onTested(consumer id)` of a test send; `polling` is the
- * page's, stopped while a consumer is being deleted.
+ * The card; show(consumers) with the queue's, update(stats) with each stats answer (each consumer's
+ * figures, matched by consumer_id), setHealth(consumer id, health) with a webhook's endpoint health read
+ * since. `refresh()` asks the page for fresh stats; `onChange(consumers)` is told of the consumers shown,
+ * at first and after each change, `onTested(consumer id)` of a test send; `polling` is the page's, stopped
+ * while a consumer is being deleted.
  */
 export function createConsumers({ api, ctx, queueId, refresh, polling, onChange = () => {}, onTested = () => {} }) {
   let parts = []; // one per consumer shown, oldest first
   let creating = false; // the create form is open
+  let figures = new Map(); // each consumer's entry of the last stats, by consumer_id
   const count = h('span', { class: 'count muted' });
   const msg = notice(); // the create form's
   const list = h('div', { class: 'consumer-list stack' });
@@ -62,6 +65,7 @@ export function createConsumers({ api, ctx, queueId, refresh, polling, onChange 
       },
       onTested: () => onTested(p.consumer.consumer_id),
     });
+    p.setFigures(figures.get(consumer.consumer_id) || null);
     return p;
   }
 
@@ -109,11 +113,17 @@ export function createConsumers({ api, ctx, queueId, refresh, polling, onChange 
     changed();
   }
 
+  /** Each consumer's figures from a stats answer (one added since has none until the next). */
+  function update(stats) {
+    figures = new Map((stats.consumers || []).map((f) => [f.consumer_id, f]));
+    for (const p of parts) p.setFigures(figures.get(p.consumer.consumer_id) || null);
+  }
+
   /** The endpoint health of consumer `id`, read since it was shown. */
   function setHealth(id, health) {
     const p = parts.find((x) => x.consumer.consumer_id === id);
     if (p) p.setHealth(health);
   }
 
-  return { el, show, setHealth };
+  return { el, show, update, setHealth };
 }

@@ -1,10 +1,12 @@
 // The queue page's messages card: send a test message (with an optional ordering key and flow control
-// key); peek at the oldest waiting ones, with their keys, and delete a selection of them.
+// key); peek at the oldest waiting ones, with their keys (and a dead-lettered one's source queue and
+// consumer), and delete a selection of them.
 
 import { h, field, notice, num, age, badge, busy, confirmDialog } from '../../lib/dom.js';
 import { describe } from '../../lib/api.js';
 import { contentTypeSelect, readBody } from '../../lib/message-body.js';
 import { numberInput, readNumber } from './inputs.js';
+import { shortConsumerId } from './consumer-words.js';
 
 /** A peeked message's body as text: JSON pretty-printed, text as is, bytes as a size and base64. */
 function decodeBody(message) {
@@ -25,6 +27,18 @@ function decodeBody(message) {
     }
   }
   return { type, text: String(message.body), note: `${num(raw.length)} bytes, shown as base64` };
+}
+
+/**
+ * A dead-lettered message's source: "from orders", and "· consumer …4ca4c13a" when it names the consumer
+ * that gave up on it (a queue with several consumers dead-letters each one's copies apart).
+ */
+function sourceBadge(metadata) {
+  const consumerId = metadata.dead_letter_source_consumer;
+  const consumer = consumerId ? ` · consumer ${shortConsumerId(consumerId)}` : '';
+  const el = badge(`from ${metadata.dead_letter_source_queue}${consumer}`, 'warning');
+  if (consumerId) el.title = `Consumer ID ${consumerId}`;
+  return el;
 }
 
 function shorten(text, max = 4000) {
@@ -124,7 +138,7 @@ export function createMessages({ api, ctx, queueId, refresh, redrive }) {
             h('span', { title: new Date(m.timestamp_ms).toLocaleString() }, `${age(m.timestamp_ms)} old`),
             m.metadata && m.metadata.ordering_key ? h('span', { class: 'message-key' }, 'Ordering key ', h('code', null, m.metadata.ordering_key)) : null,
             m.metadata && m.metadata.flow_control_key ? h('span', { class: 'message-key' }, 'Flow key ', h('code', null, m.metadata.flow_control_key)) : null,
-            m.metadata && m.metadata.dead_letter_source_queue ? badge(`from ${m.metadata.dead_letter_source_queue}`, 'warning') : null),
+            m.metadata && m.metadata.dead_letter_source_queue ? sourceBadge(m.metadata) : null),
           decoded.note ? h('p', { class: 'hint' }, decoded.note) : null,
           h('pre', { class: 'message-body' }, shorten(decoded.text))));
     }));

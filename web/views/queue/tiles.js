@@ -91,21 +91,22 @@ export function createTiles() {
 }
 
 /**
- * The stats name the dead-letter queue; this finds its id (one look-up by name per page, not per poll)
- * and sets it as `dead_letter_queue_id` for the tile's link.
+ * The stats name dead-letter queues, the queue's and each consumer's (in `consumers`); this finds their ids
+ * (one look-up of the names not known yet, not one per poll) and sets each as `dead_letter_queue_id`, for
+ * the links of the tile and of the consumers' figures.
  */
 export function deadLetterResolver(api) {
   const dlqIds = new Map();
   return async function resolveDeadLetter(s) {
-    if (!s.dead_letter_queue) return;
-    if (!dlqIds.has(s.dead_letter_queue)) {
+    const naming = [s, ...(s.consumers || [])].filter((x) => x.dead_letter_queue);
+    const unknown = [...new Set(naming.map((x) => x.dead_letter_queue))].filter((name) => !dlqIds.has(name));
+    if (unknown.length) {
       try {
-        const [found] = await api.queuesNamed([s.dead_letter_queue]);
-        if (found) dlqIds.set(found.queue_name, found.queue_id);
+        for (const found of await api.queuesNamed(unknown)) dlqIds.set(found.queue_name, found.queue_id);
       } catch {
         // a link is a convenience: the name is shown either way
       }
     }
-    s.dead_letter_queue_id = dlqIds.get(s.dead_letter_queue);
+    for (const x of naming) x.dead_letter_queue_id = dlqIds.get(x.dead_letter_queue);
   };
 }
