@@ -55,11 +55,19 @@ macro_rules! own_bodies {
     };
 }
 
+/// The id a row `$m` of `messages` was published under, which every consumer sees: a lane's copy names it
+/// in `body_id` (the `consumer_lanes` migration), any other row is its own.
+macro_rules! published_id {
+    ($m:literal) => {
+        concat!("coalesce(", $m, ".body_id, ", $m, ".id)")
+    };
+}
+
 /// The id under which a row `$m` of `messages` finds its body: a copy in a young generation shares its
 /// message's, in the old one it has its own (`store::generations::move_to_old`).
 macro_rules! body_key {
     ($m:literal) => {
-        concat!("case when ", $m, ".gen = 2 then ", $m, ".id else coalesce(", $m, ".body_id, ", $m, ".id) end")
+        concat!("case when ", $m, ".gen = 2 then ", $m, ".id else ", published_id!($m), " end")
     };
 }
 
@@ -92,7 +100,9 @@ macro_rules! dead_letter_ctes {
                 dead_letter_source = $1, dead_lettered_at = now(),
                 dead_letter_consumer = (select id from consumers where queue_id = $1)
             from dead_letter_queue d where m.id = any(array(select id from exhausted))
-            returning m.id, m.size, m.published_at, coalesce(m.body_id, m.id) as published_id),
+            returning m.id, m.size, m.published_at, ",
+            published_id!("m"),
+            " as published_id),
         moved as (
             insert into queue_count_deltas (queue_id, messages, bytes, oldest, dead_lettered, write_ops)
             select q.id, q.sign * count(*), q.sign * sum(dead.size), min(dead.published_at) filter (where q.sign > 0),
@@ -116,7 +126,9 @@ macro_rules! dead_letter_ctes {
                    jsonb_build_object('count', n.count, 'messageIds', n.ids, 'deadLetterQueue', d.name)
             from (select count(*) as count, (array_agg(replace(x.id::text, '-', '') order by x.id))[1:100] as ids
                   from (select published_id as id from dead
-                        union all select coalesce(body_id, id) from dropped) x) n
+                        union all select ",
+            published_id!("dropped"),
+            " from dropped) x) n
             join queues q on q.id = $1
             left join queues d on d.id = $2
             join event_subscriptions s on s.account_id = q.account_id and s.enabled
@@ -209,7 +221,9 @@ macro_rules! claim_statement {
              metered as (
                  insert into queue_count_deltas (queue_id, messages, bytes, delivered, delivered_bytes, read_ops)
                  select $1, 0, 0, count(*), sum(size), sum(usage_chunks(size)) from claimed having count(*) > 0)
-             select c.id, coalesce(c.body_id, c.id) as published_id, c.attempts, c.published_at, b.content_type, b.body,
+             select c.id, ",
+            published_id!("c"),
+            " as published_id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
                          then (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
                                where s.id = c.dead_letter_source) end as dead_letter_source,
@@ -466,7 +480,9 @@ pub async fn peek(
     limit: i64,
 ) -> Result<Vec<StoredMessage>, sqlx::Error> {
     sqlx::query_as(concat!(
-        "select m.id, coalesce(m.body_id, m.id) as published_id, m.attempts, m.published_at, b.content_type, b.body,
+        "select m.id, ",
+        published_id!("m"),
+        " as published_id, m.attempts, m.published_at, b.content_type, b.body,
                 (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
                  where s.id = m.dead_letter_source) as dead_letter_source, m.dead_letter_consumer, m.dead_lettered_at,
                 m.ordering_key, m.flow_key
