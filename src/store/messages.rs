@@ -199,6 +199,10 @@ pub struct ClaimSpec {
 /// snapshot, every message claimed or acked since leaves an entry there that no vacuum may remove, and a
 /// walk from the start would cross them all. `first_live` is the earliest message waiting at or after the
 /// floor, those this claim leased aside (rows locked by other claims are counted), for the next floor.
+///
+/// What is planned at every call is kept small: the body's key is worked out by the update, the source's
+/// name by a function (the `queue_display_name` migration), and `first_live` is an ordered look, not a
+/// `min()`, which the planner would plan twice (as an aggregate, and as the index look it rewrites it to).
 macro_rules! claim_statement {
     ($webhook:literal) => {
         concat!(
@@ -217,7 +221,9 @@ macro_rules! claim_statement {
                  where m.gen = any(array(select distinct gen from candidates where attempts < $2))
                    and m.id = any(array(select id from candidates where attempts < $2))
                  returning m.id, m.gen, m.body_id, m.attempts, m.published_at, m.dead_letter_source,
-                           m.dead_letter_consumer, m.dead_lettered_at, m.ordering_key, m.flow_key, m.size),
+                           m.dead_letter_consumer, m.dead_lettered_at, m.ordering_key, m.flow_key, m.size, ",
+            body_key!("m"),
+            " as body_key),
              metered as (
                  insert into queue_count_deltas (queue_id, messages, bytes, delivered, delivered_bytes, read_ops)
                  select $1, 0, 0, count(*), sum(size), sum(usage_chunks(size)) from claimed having count(*) > 0)
@@ -225,22 +231,20 @@ macro_rules! claim_statement {
             published_id!("c"),
             " as published_id, c.attempts, c.published_at, b.content_type, b.body,
                     case when c.dead_letter_source is not null
-                         then (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
-                               where s.id = c.dead_letter_source) end as dead_letter_source,
+                         then queue_display_name(c.dead_letter_source) end as dead_letter_source,
                     c.dead_letter_consumer, c.dead_lettered_at, c.ordering_key, c.flow_key, null::timestamptz as first_live,
                     null::text as signing_secret, null::text as previous_signing_secret, null::int8 as next_in_ms
              from claimed c join message_bodies b
-                  on b.gen = any(array(select distinct gen from claimed)) and b.id = ",
-            body_key!("c"),
-            "
+                  on b.gen = any(array(select distinct gen from claimed)) and b.id = c.body_key
              union all
              select id, null, -1, null, null, null, null, null, null, null, null, null, null, null, null from exhausted
              union all
              select null, null, null, null, null, null, null, null, null, null, null,
-                    (select min(available_at) from messages
+                    (select available_at from messages
                      where queue_id = $1 and not running and available_at >= $6 and available_at <= now()
                        and published_at > now() - make_interval(secs => $5)
-                       and id <> all(array(select id from claimed))),
+                       and id <> all(array(select id from claimed))
+                     order by available_at limit 1),
                     ",
             $webhook
         )
@@ -483,8 +487,8 @@ pub async fn peek(
         "select m.id, ",
         published_id!("m"),
         " as published_id, m.attempts, m.published_at, b.content_type, b.body,
-                (select coalesce(p.name, s.name) from queues s left join queues p on p.id = s.parent_queue_id
-                 where s.id = m.dead_letter_source) as dead_letter_source, m.dead_letter_consumer, m.dead_lettered_at,
+                queue_display_name(m.dead_letter_source) as dead_letter_source, m.dead_letter_consumer,
+                m.dead_lettered_at,
                 m.ordering_key, m.flow_key
          from (
              (select id, gen, available_at from messages
