@@ -65,6 +65,16 @@ impl Timeline {
         (Self::spans(sent, &self.arrived[from..]), Self::spans(sent, &self.stored[from..]))
     }
 
+    /// The slowest publish (send to 2xx) of each second's messages, in milliseconds, at `rate` a second: a
+    /// p99 made by a few stalls shows as a few high seconds, and when in the run they came.
+    pub fn slowest_publish_per_second(&self, rate: usize) -> Vec<f64> {
+        self.sent
+            .chunks(rate.max(1))
+            .zip(self.stored.chunks(rate.max(1)))
+            .map(|(sent, stored)| Self::spans(sent, stored).last().map_or(0.0, |d| d.as_secs_f64() * 1000.0))
+            .collect()
+    }
+
     /// Sorted durations from `from` to `to`, for the messages that have both.
     fn spans(from: &[Option<Instant>], to: &[Option<Instant>]) -> Vec<Duration> {
         let mut spans: Vec<Duration> = from
@@ -198,9 +208,9 @@ pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<
     }
     let postgres_cpu = (crate::cpu::sample(&[], postmaster) - cpu_before).postgres;
 
-    let ((arrival, publish), duplicates, publish_errors) = {
+    let ((arrival, publish), slowest, duplicates, publish_errors) = {
         let t = timeline.lock().unwrap();
-        (t.spans_from(0), t.duplicates, t.publish_errors)
+        (t.spans_from(0), t.slowest_publish_per_second(rate as usize), t.duplicates, t.publish_errors)
     };
     let achieved = total as f64 / publish_secs;
     let result = json!({
@@ -209,6 +219,7 @@ pub async fn measure(rate: u32, seconds: u32, beside: Beside) -> anyhow::Result<
         "p50_ms": percentile_ms(&arrival, 50.0), "p90_ms": percentile_ms(&arrival, 90.0),
         "p99_ms": percentile_ms(&arrival, 99.0), "max_ms": percentile_ms(&arrival, 100.0),
         "publish_p50_ms": percentile_ms(&publish, 50.0), "publish_p99_ms": percentile_ms(&publish, 99.0),
+        "publish_slowest_ms_per_second": slowest,
         "not_arrived": total - arrival.len(), "duplicates": duplicates, "publish_errors": publish_errors,
         "postgres_cpu_ms_per_message": postgres_cpu * 1000.0 / total.max(1) as f64,
         "idle_webhook_consumers": idle_accounts * 10, "waiting_messages": backlog,

@@ -194,14 +194,30 @@ impl Env {
     }
 }
 
-/// Writes a run's figures to `bench/results/<kind>-<UTC time>.json`.
+/// Writes a run's figures to `bench/results/<kind>-<UTC time>.json`, with the commit of the checkout the
+/// bench was built from (`commit`, "-dirty" when it had changes), so that runs of two builds compared in
+/// turn say which was which.
 pub fn write_result(kind: &str, result: &Value) -> anyhow::Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{kind}-{}.json", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
-    std::fs::write(&file, serde_json::to_string_pretty(result)?)?;
+    let mut result = result.clone();
+    if let (Value::Object(fields), Some(commit)) = (&mut result, checkout_commit()) {
+        fields.entry("commit").or_insert(Value::String(commit));
+    }
+    std::fs::write(&file, serde_json::to_string_pretty(&result)?)?;
     eprintln!("wrote {}", file.display());
     Ok(())
+}
+
+/// The commit the bench's checkout is at, as `git describe` names it; None away from the checkout.
+fn checkout_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "describe", "--always", "--dirty", "--abbrev=12"])
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (out.status.success() && !commit.is_empty()).then_some(commit)
 }
 
 /// The `p`th percentile (0-100) of sorted durations, in milliseconds; 0 when there are none.
