@@ -204,7 +204,8 @@ impl Engine {
             }
             let publishes: Vec<Publish<'_>> =
                 by_queue.values().map(|(queue, messages)| Publish { queue: *queue, messages }).collect();
-            let published = store::publish::publish(&mut tx, &publishes, &[]).await?;
+            // Events are few: their statement reads lanes at once rather than keep a hint of its own.
+            let published = store::publish::publish(&mut tx, &publishes, &[], store::publish::Lanes::Read).await?;
             tx.commit().await?;
             // Events of a destination deleted meanwhile are dropped with it.
             for s in &published.stored {

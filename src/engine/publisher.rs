@@ -43,7 +43,7 @@ use crate::queue::message::NewMessage;
 use crate::store::messages;
 use crate::store::owned::OwnedQueue;
 use crate::store::pool::CHECK_IDLE_CONNECTIONS_AFTER;
-use crate::store::publish::{self, LeaseOffer, LeasedAtPublish, Publish, Published};
+use crate::store::publish::{self, Lanes, LeaseOffer, LeasedAtPublish, Publish, Published};
 
 /// The most messages, and bytes of bodies, one statement stores.
 const MAX_MESSAGES_PER_COMMIT: usize = 1000;
@@ -187,7 +187,7 @@ impl InFlight {
 }
 
 async fn collect(pool: PgPool, mut jobs: mpsc::Receiver<Job>, wakes: Arc<Wakes>) {
-    let connections = Arc::new(Connections { pool, spare: SyncMutex::default() });
+    let connections = Arc::new(Connections { pool, spare: SyncMutex::default(), lanes: SyncMutex::default() });
     let statements = Arc::new(Semaphore::new(MAX_STATEMENTS as usize));
     let express = Arc::new(Semaphore::new(EXPRESS_STATEMENTS));
     let in_flight = Arc::new(InFlight::default());
@@ -257,7 +257,14 @@ fn spawn_store(
 struct Connections {
     pool: PgPool,
     spare: SyncMutex<Vec<(PgConnection, Instant)>>,
+    /// Queues the last statement that stored into them found with lanes, whose publishes run in the form
+    /// that reads lanes at once rather than after the cheaper one found them (`publish::Lanes`). A hint
+    /// only: a queue wrongly in it or missing from it is stored into just the same.
+    lanes: SyncMutex<HashSet<QueueId>>,
 }
+
+/// Queues the lanes hint keeps at most; past it, it starts again (deleted queues would stay in it).
+const MAX_QUEUES_WITH_LANES: usize = 100_000;
 
 impl Connections {
     async fn take(&self) -> Result<PgConnection, sqlx::Error> {
@@ -275,10 +282,29 @@ impl Connections {
     /// Runs the publishes on a connection; one that failed other than with an error from the database
     /// may be broken, and is dropped.
     async fn publish(&self, publishes: &[Publish<'_>], offers: &[LeaseOffer]) -> Result<Published, sqlx::Error> {
+        let lanes = {
+            let seen = self.lanes.lock().expect("lanes lock");
+            match publishes.iter().any(|p| seen.contains(&p.queue.id())) {
+                true => Lanes::Read,
+                false => Lanes::Absent,
+            }
+        };
         let mut conn = self.take().await?;
-        let outcome = publish::publish(&mut conn, publishes, offers).await;
+        let outcome = publish::publish(&mut conn, publishes, offers, lanes).await;
         if matches!(outcome, Ok(_) | Err(sqlx::Error::Database(_))) {
             self.spare.lock().expect("connections lock").push((conn, Instant::now()));
+        }
+        if let Ok(published) = &outcome {
+            let mut seen = self.lanes.lock().expect("lanes lock");
+            if seen.len() >= MAX_QUEUES_WITH_LANES {
+                seen.clear();
+            }
+            for stored in &published.stored {
+                match stored.lanes {
+                    true => seen.insert(stored.queue),
+                    false => seen.remove(&stored.queue),
+                };
+            }
         }
         outcome
     }

@@ -19,6 +19,19 @@ pub struct Stored {
     pub waited: bool,
     /// Every message the queue took was leased by the publish itself (`LeaseOffer`): no worker needs waking.
     pub all_leased: bool,
+    /// The queue fans out to lanes (or is one of them): its next publish may as well read them at once.
+    pub lanes: bool,
+}
+
+/// Whether a publish expects its queues to have lanes, which picks the form of its statement. Most
+/// queues have one consumer and no lanes: `Absent` runs the statements of before lanes, which cost
+/// PostgreSQL less per message, with a guard that stores nothing at all when a queue turns out to have
+/// lanes, and the `Read` form runs then, in its place (all or nothing, so a topic's publish stays one
+/// commit). `Read` stores into any queues, reading each one's lanes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lanes {
+    Absent,
+    Read,
 }
 
 /// A dispatcher worker's offer to take its queue's next messages leased by the statement that stores
@@ -64,6 +77,7 @@ struct PublishRow {
     pushed: bool,
     waited: bool,
     duplicate: Option<MessageId>,
+    lanes: bool,
     /// Only `PUBLISH_LEASING`'s rows of leased messages have these.
     #[sqlx(default)]
     leased: Option<MessageId>,
@@ -78,13 +92,25 @@ struct PublishRow {
 }
 
 /// The queues a publish stores to, as the CTE `live`: the account's queues named (`$1`, `$2`), with
-/// the columns `$columns` picks from each (`q.`), and the lanes of their further consumers (the
-/// `consumer_lanes` migration). Each row names the queue its messages were published to (`parent`, its
-/// own id for a queue), whether that queue fans out, when every copy names the body it shares, and whether
-/// the row takes a copy (`stores`): a queue that fans out keeps none for itself once its own consumer is
-/// deleted, so that nothing piles up for no one.
+/// the columns `$columns` picks from each (`q.`), and in the `read` form the lanes of their further
+/// consumers (the `consumer_lanes` migration). Each row names the queue its messages were published to
+/// (`parent`, its own id for a queue), whether that queue fans out, when every copy names the body it
+/// shares, and whether the row takes a copy (`stores`): a queue that fans out keeps none for itself once
+/// its own consumer is deleted, so that nothing piles up for no one. The `absent` form is the statement of
+/// before lanes, and takes no queue at all when one of them has lanes (see `Lanes`).
 macro_rules! live_queues {
-    ($columns:literal, $inherited:literal) => {
+    (absent, $columns:literal, $inherited:literal) => {
+        concat!(
+            "live as (
+         select q.id, q.id as parent, false as fans_out, true as stores, ",
+            $columns,
+            " from queues q
+         where (q.id, q.account_id) in (select * from unnest($1::uuid[], $2::uuid[]))
+           and not exists (select 1 from queues c
+                           where c.parent_queue_id = any($1::uuid[]) and c.account_id = any($2::uuid[])))"
+        )
+    };
+    (read, $columns:literal, $inherited:literal) => {
         concat!(
             "targets as (
          select q.id, ",
@@ -106,14 +132,29 @@ macro_rules! live_queues {
 }
 
 /// The id of message `m`'s copy in queue or lane `l`: the message's own in its queue.
-///
-/// The inserts take each message's queue and lanes in a lateral subquery that cannot be flattened
-/// (`offset 0`), so that the messages are stored in the order given: each one's `available_at` is read
-/// from the clock as it is stored, and a join the planner turned around stored a batch's messages out of
-/// order.
 macro_rules! copy_id {
-    () => {
+    (absent) => {
+        "m.id"
+    };
+    (read) => {
         "case when l.id = m.queue_id then m.id else fan_out_id(m.id, l.id) end"
+    };
+}
+
+/// Message `m`'s queue and, in the `read` form, its lanes, as `l`, from the CTE `$queues`. The lanes are
+/// taken in a lateral subquery that cannot be flattened (`offset 0`), so that the messages are stored in
+/// the order given: each one's `available_at` is read from the clock as it is stored, and a join the
+/// planner turned around (its queues coming from a `union all`) stored a batch's messages out of order.
+macro_rules! each_copy {
+    (absent, $queues:literal) => {
+        concat!("join ", $queues, " l on l.id = m.queue_id")
+    };
+    (read, $queues:literal) => {
+        concat!(
+            "cross join lateral (select * from ",
+            $queues,
+            " x where x.parent = m.queue_id and x.stores offset 0) l"
+        )
     };
 }
 
@@ -129,29 +170,29 @@ macro_rules! copy_id {
 /// the `flow_control` migration and the one that counts limited keys only). Keys are taken in key order,
 /// so concurrent publishes never deadlock.
 macro_rules! insert_messages {
-    (plain, $queues:literal, $keep:expr) => {
+    (plain, $form:ident, $queues:literal, $keep:expr) => {
         concat!(
             "inserted as (
          insert into messages (id, queue_id, available_at, size, published_at, gen, body_id)
          select ",
-            copy_id!(),
+            copy_id!($form),
             ", l.id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)), m.size, now(),
                 (select gen from message_generations where state = 'current'), case when l.fans_out then m.id end
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) as m(id, queue_id, delay, size)
-         cross join lateral (select * from ",
-            $queues,
-            " x where x.parent = m.queue_id and x.stores offset 0) l
+         ",
+            each_copy!($form, $queues),
+            "
          where ",
             $keep,
             ")"
         )
     };
-    (ordered, $queues:literal, $keep:expr) => {
+    (ordered, $form:ident, $queues:literal, $keep:expr) => {
         concat!(
             "heads as (
          insert into ordering_keys as h (queue_id, ordering_key, opened_by)
          select distinct on (l.id, m.key) l.id, m.key, ",
-            copy_id!(),
+            copy_id!($form),
             "
          from unnest($3::uuid[], $4::uuid[], $9::text[]) with ordinality as m(id, queue_id, key, i)
          join ",
@@ -179,11 +220,11 @@ macro_rules! insert_messages {
                 case when l.fans_out then m.id end
          from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[], $9::text[], $10::text[])
              as m(id, queue_id, delay, size, key, flow_key)
-         cross join lateral (select * from ",
-            $queues,
-            " x where x.parent = m.queue_id and x.stores offset 0) l
+         ",
+            each_copy!($form, $queues),
+            "
          cross join lateral (select ",
-            copy_id!(),
+            copy_id!($form),
             " as id) c
          cross join lateral (
              select c.id, clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) as due,
@@ -198,7 +239,7 @@ macro_rules! insert_messages {
 /// The end of a publish without held keys: the bodies and messages of the publishes to the queues of
 /// the CTE `$queues` (id, delivery_delay), and per queue whether to wake its consumers.
 macro_rules! store_messages {
-    ($mode:ident, $queues:literal) => {
+    ($mode:ident, $form:ident, $queues:literal) => {
         concat!(
             "bodies as (
          insert into message_bodies (id, content_type, body, gen)
@@ -208,12 +249,12 @@ macro_rules! store_messages {
             $queues,
             ")),
      ",
-            insert_messages!($mode, $queues, "true"),
+            insert_messages!($mode, $form, $queues, "true"),
             "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
             exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
-            null::uuid as duplicate
+            null::uuid as duplicate, l.fans_out as lanes
      from ",
             $queues,
             " l"
@@ -224,13 +265,13 @@ macro_rules! store_messages {
 /// Publishes without idempotency keys. Each insert reads the arrays itself, joined to the few queues:
 /// no 1 KiB body is copied into an intermediate result on the way.
 macro_rules! publish {
-    ($mode:ident) => {
+    ($mode:ident, $form:ident) => {
         concat!(
             "with ",
-            live_queues!("q.delivery_delay", "t.delivery_delay"),
+            live_queues!($form, "q.delivery_delay", "t.delivery_delay"),
             ",
      ",
-            store_messages!($mode, "live")
+            store_messages!($mode, $form, "live")
         )
     };
 }
@@ -238,10 +279,11 @@ macro_rules! publish {
 /// The start of a publish with idempotency keys (`$11` queues, `$12` keys, one entry per key): the live
 /// queues with their windows, and the insert of the keys in the order given, to be ended by the caller.
 macro_rules! keyed_publish_start {
-    () => {
+    ($form:ident) => {
         concat!(
             "with ",
             live_queues!(
+                $form,
                 "q.delivery_delay, q.idempotency_window,
                 now() + make_interval(secs => q.idempotency_window) as keys_expire_at",
                 "t.delivery_delay, t.idempotency_window, t.keys_expire_at"
@@ -263,14 +305,14 @@ macro_rules! keyed_publish_start {
 /// statement with a unique violation, for `PUBLISH_ANY_KEYS` to redo. `stored` reads `keys` to the end
 /// before any message is written, so that failure comes before the bodies, not after.
 macro_rules! publish_new_keys {
-    ($mode:ident) => {
+    ($mode:ident, $form:ident) => {
         concat!(
-            keyed_publish_start!(),
+            keyed_publish_start!($form),
             "
          returning 1),
      stored as (select id, parent, fans_out, stores, delivery_delay from live where (select count(*) from keys) is not null),
      ",
-            store_messages!($mode, "stored")
+            store_messages!($mode, $form, "stored")
         )
     };
 }
@@ -281,9 +323,9 @@ macro_rules! publish_new_keys {
 /// and the key was inserted. Concurrent statements with one key serialize on its primary key, so
 /// exactly one of them stores the message.
 macro_rules! publish_any_keys {
-    ($mode:ident) => {
+    ($mode:ident, $form:ident) => {
         concat!(
-            keyed_publish_start!(),
+            keyed_publish_start!($form),
             "
          on conflict (queue_id, key) do update set expires_at = excluded.expires_at
              where idempotency_keys.expires_at <= now()
@@ -299,15 +341,15 @@ macro_rules! publish_any_keys {
          from unnest($3::uuid[], $5::int2[], $6::bytea[]) as m(id, content_type, body)
          where m.id in (select id from kept)),
      ",
-            insert_messages!($mode, "live", "m.id in (select id from kept)"),
+            insert_messages!($mode, $form, "live", "m.id in (select id from kept)"),
             "
      select l.id as queue,
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
             exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
-            null::uuid as duplicate
+            null::uuid as duplicate, l.fans_out as lanes
      from live l
      union all
-     select null, false, false, m.id from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
+     select null, false, false, m.id, false from unnest($3::uuid[], $4::uuid[]) as m(id, queue_id)
      where m.queue_id in (select id from live) and m.id not in (select id from kept)"
         )
     };
@@ -320,10 +362,12 @@ macro_rules! publish_any_keys {
 /// dispatch slot its offer set aside. A queue that is paused or delays its messages stores them as any
 /// publish does. The consumer's secrets are read as a claim reads them, so that a batch stored after a
 /// rotation answered is signed with the new secret.
-const PUBLISH_LEASING: &str = concat!(
-    "with ",
-    live_queues!("q.delivery_delay, q.delivery_paused", "t.delivery_delay, t.delivery_paused"),
-    ",
+macro_rules! publish_leasing {
+    ($form:ident) => {
+        concat!(
+            "with ",
+            live_queues!($form, "q.delivery_delay, q.delivery_paused", "t.delivery_delay, t.delivery_paused"),
+            ",
      slots as materialized (
          select o.queue_id, o.slot, o.lease_ms, o.batch_size, c.signing_secret,
                 case when c.previous_secret_expires_at > now() then c.previous_signing_secret end
@@ -343,8 +387,8 @@ const PUBLISH_LEASING: &str = concat!(
          insert into messages (id, queue_id, available_at, attempts, leased, running, size, published_at, gen,
                                body_id)
          select ",
-    copy_id!(),
-    ", l.id,
+            copy_id!($form),
+            ", l.id,
                 case when a.leased then clock_timestamp() + make_interval(secs => s.lease_ms / 1000)
                      else clock_timestamp() + make_interval(secs => coalesce(m.delay, l.delivery_delay)) end,
                 a.leased::int4, a.leased, a.leased, m.size, now(), (select gen from message_generations where state = 'current'),
@@ -352,7 +396,9 @@ const PUBLISH_LEASING: &str = concat!(
          from (select u.*, row_number() over (partition by u.queue_id order by coalesce(u.delay, 0) <> 0, u.i) as n
                from unnest($3::uuid[], $4::uuid[], $7::int8[], $8::int4[]) with ordinality
                    as u(id, queue_id, delay, size, i)) m
-         cross join lateral (select * from live x where x.parent = m.queue_id and x.stores offset 0) l
+         ",
+            each_copy!($form, "live"),
+            "
          left join slots s on s.queue_id = l.id and l.id = m.queue_id
          cross join lateral (
              select s.slot is not null and coalesce(m.delay, 0) = 0 and m.n <= s.batch_size as leased) a
@@ -361,18 +407,29 @@ const PUBLISH_LEASING: &str = concat!(
             exists (select 1 from consumers c where c.queue_id = l.id and c.kind = 'webhook') as pushed,
             exists (select 1 from queue_waiters w where w.queue_id = l.id and w.until > now()) as waited,
             null::uuid as duplicate, null::uuid as leased, null::int4 as slot, null::timestamptz as published_at,
-            null::text as signing_secret, null::text as previous_signing_secret
+            null::text as signing_secret, null::text as previous_signing_secret, l.fans_out as lanes
      from live l
      union all
-     select i.queue_id, false, false, null, i.id, s.slot, now(), s.signing_secret, s.previous_signing_secret
+     select i.queue_id, false, false, null, i.id, s.slot, now(), s.signing_secret, s.previous_signing_secret, false
      from inserted i join slots s on s.queue_id = i.queue_id
      where i.leased"
-);
+        )
+    };
+}
 
-/// Each statement without ordering keys (index 0) and with them (index 1).
-const PUBLISH: [&str; 2] = [publish!(plain), publish!(ordered)];
-const PUBLISH_NEW_KEYS: [&str; 2] = [publish_new_keys!(plain), publish_new_keys!(ordered)];
-const PUBLISH_ANY_KEYS: [&str; 2] = [publish_any_keys!(plain), publish_any_keys!(ordered)];
+/// Each statement in the `Lanes::Absent` form (index 0) and the `Lanes::Read` one (index 1); then, where
+/// it has them, without ordering keys (index 0) and with them (index 1).
+const PUBLISH: [[&str; 2]; 2] =
+    [[publish!(plain, absent), publish!(ordered, absent)], [publish!(plain, read), publish!(ordered, read)]];
+const PUBLISH_NEW_KEYS: [[&str; 2]; 2] = [
+    [publish_new_keys!(plain, absent), publish_new_keys!(ordered, absent)],
+    [publish_new_keys!(plain, read), publish_new_keys!(ordered, read)],
+];
+const PUBLISH_ANY_KEYS: [[&str; 2]; 2] = [
+    [publish_any_keys!(plain, absent), publish_any_keys!(ordered, absent)],
+    [publish_any_keys!(plain, read), publish_any_keys!(ordered, read)],
+];
+const PUBLISH_LEASING: [&str; 2] = [publish_leasing!(absent), publish_leasing!(read)];
 
 /// Stores the messages of many publishes, to any queues of any accounts, in one statement, so that
 /// concurrent publishes share one commit. A publish whose queue does not exist in its account (it was
@@ -387,10 +444,14 @@ const PUBLISH_ANY_KEYS: [&str; 2] = [publish_any_keys!(plain), publish_any_keys!
 /// given, sorted here, so concurrent statements sharing keys wait on each other but never deadlock.
 ///
 /// Publishes without keys to queues in `offers` run as `PUBLISH_LEASING`, and return what it leased.
+///
+/// `lanes` picks the statements' form; an `Absent` one that took no queue (one of them has lanes, or
+/// none exists) is followed by the `Read` one, which stores or finds nothing just the same.
 pub async fn publish(
     conn: &mut PgConnection,
     publishes: &[Publish<'_>],
     offers: &[LeaseOffer],
+    lanes: Lanes,
 ) -> Result<Published, sqlx::Error> {
     let mut targets: Vec<(QueueId, AccountId)> = publishes.iter().map(|p| (p.queue.id(), p.queue.account())).collect();
     targets.sort_by_key(|(q, a)| (q.0, a.0));
@@ -450,40 +511,50 @@ pub async fn publish(
             .bind(&flow_keys)
     };
     let leasing = !keyed && ordered == 0 && !offers.is_empty();
-    let rows = if leasing {
-        query(PUBLISH_LEASING)
-            .bind(offers.iter().map(|o| o.queue).collect::<Vec<_>>())
-            .bind(offers.iter().map(|o| o.consumer).collect::<Vec<_>>())
-            .bind(offers.iter().map(|o| o.slot).collect::<Vec<_>>())
-            .bind(offers.iter().map(|o| o.lease_ms as f64).collect::<Vec<_>>())
-            .bind(offers.iter().map(|o| o.batch_size).collect::<Vec<_>>())
-            .fetch_all(&mut *conn)
-            .await?
-    } else if !keyed {
-        query(PUBLISH[ordered]).fetch_all(&mut *conn).await?
-    } else {
-        // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
-        let new_keys = if firsts.iter().all(|first| *first) {
-            match query(PUBLISH_NEW_KEYS[ordered]).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
-                Err(sqlx::Error::Database(err)) if err.constraint() == Some("idempotency_keys_pkey") => None,
-                outcome => Some(outcome?),
-            }
-        } else {
-            None
-        };
-        match new_keys {
-            Some(rows) => rows,
-            None => {
-                query(PUBLISH_ANY_KEYS[ordered])
-                    .bind(&key_queues)
-                    .bind(&keys)
-                    .bind(&message_keys)
-                    .bind(&firsts)
-                    .fetch_all(&mut *conn)
-                    .await?
-            }
-        }
+    let forms: &[usize] = match lanes {
+        Lanes::Absent => &[0, 1],
+        Lanes::Read => &[1],
     };
+    let mut rows = Vec::new();
+    for &form in forms {
+        rows = if leasing {
+            query(PUBLISH_LEASING[form])
+                .bind(offers.iter().map(|o| o.queue).collect::<Vec<_>>())
+                .bind(offers.iter().map(|o| o.consumer).collect::<Vec<_>>())
+                .bind(offers.iter().map(|o| o.slot).collect::<Vec<_>>())
+                .bind(offers.iter().map(|o| o.lease_ms as f64).collect::<Vec<_>>())
+                .bind(offers.iter().map(|o| o.batch_size).collect::<Vec<_>>())
+                .fetch_all(&mut *conn)
+                .await?
+        } else if !keyed {
+            query(PUBLISH[form][ordered]).fetch_all(&mut *conn).await?
+        } else {
+            // A statement that repeats a key must not store the repeats, which only `PUBLISH_ANY_KEYS` sorts out.
+            let new_keys = if firsts.iter().all(|first| *first) {
+                match query(PUBLISH_NEW_KEYS[form][ordered]).bind(&key_queues).bind(&keys).fetch_all(&mut *conn).await {
+                    Err(sqlx::Error::Database(err)) if err.constraint() == Some("idempotency_keys_pkey") => None,
+                    outcome => Some(outcome?),
+                }
+            } else {
+                None
+            };
+            match new_keys {
+                Some(rows) => rows,
+                None => {
+                    query(PUBLISH_ANY_KEYS[form][ordered])
+                        .bind(&key_queues)
+                        .bind(&keys)
+                        .bind(&message_keys)
+                        .bind(&firsts)
+                        .fetch_all(&mut *conn)
+                        .await?
+                }
+            }
+        };
+        if rows.iter().any(|row| row.queue.is_some()) {
+            break;
+        }
+    }
     let mut published = Published::default();
     let mut duplicate_ids = std::collections::HashSet::new();
     let mut leased = std::collections::HashMap::new();
@@ -497,7 +568,8 @@ pub async fn publish(
                 leased.extend(row.slot.zip(row.published_at).map(|found| (id, found)));
             }
             (Some(queue), _, None) => {
-                published.stored.push(Stored { queue, pushed: row.pushed, waited: row.waited, all_leased: false })
+                let (pushed, waited, lanes) = (row.pushed, row.waited, row.lanes);
+                published.stored.push(Stored { queue, pushed, waited, all_leased: false, lanes })
             }
             (None, Some(id), _) => {
                 duplicate_ids.insert(id);

@@ -1,15 +1,17 @@
 //! Several consumers per queue: every consumer receives every message published while it exists, and
 //! leases, retries, dead-letters and acks its copy on its own.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use sqlx::PgPool;
 
 use crate::events::{events, subscribe};
 use crate::generations::{engine, AT_ONCE};
-use crate::helpers::{dispatcher, lease, spawn_app, webhook_consumer, Hook, TestApp};
+use crate::helpers::{dispatcher, lease, spawn_app, spawn_app_dispatching, webhook_consumer, Hook, TestApp};
 use crate::receiver::{Answer, Receiver};
+
+const DEADLINE: Duration = Duration::from_secs(10);
 
 /// Adds a consumer to the queue; its id.
 async fn add_consumer(app: &TestApp, queue: &str, body: Value) -> String {
@@ -170,6 +172,84 @@ async fn consumers_added_and_deleted_change_who_receives_what_from_then_on(pool:
     app.publish_texts(&q, &["kept"]).await;
     add_consumer(&app, &q, json!({"type": "http_pull"})).await;
     assert_eq!(bodies(&app.pull(&q, json!({})).await), ["kept"]);
+}
+
+#[sqlx::test]
+async fn ordering_keys_idempotency_keys_and_topics_hold_for_every_consumer(pool: PgPool) {
+    let app = spawn_app(pool).await;
+    let q = app.create_queue("orders").await;
+    let plain = app.pull_queue("audit", json!({})).await;
+    let first = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let second = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+
+    // An ordering key holds back its next message for each consumer until that consumer resolved the one
+    // before; an idempotency key stores its message once, a copy for each consumer.
+    let keyed = |body: &str, key: &str| {
+        let mut message = json!({"body": body, "content_type": "text", "ordering_key": "k"});
+        message["idempotency_key"] = json!(key);
+        message
+    };
+    let batch = json!({"messages": [keyed("k1", "one"), keyed("k2", "two")]});
+    let stored = app.post(&format!("queues/{q}/messages/batch"), batch.clone()).await;
+    assert_eq!(stored.expect_ok()["metadata"]["duplicates"], 0);
+    let again = app.post(&format!("queues/{q}/messages/batch"), batch).await;
+    assert_eq!(again.expect_ok()["metadata"]["duplicates"], 2, "the keys are the queue's, whatever its consumers");
+    let by_first = pull_as(&app, &q, &first).await;
+    assert_eq!(bodies(&by_first), ["k1"], "k2 waits behind k1");
+    assert_eq!(bodies(&pull_as(&app, &q, &second).await), ["k1"]);
+    app.ack(&q, &leases(&by_first), json!([])).await;
+    assert_eq!(bodies(&pull_as(&app, &q, &first).await), ["k2"], "the first consumer resolved k1");
+    assert_eq!(pull_as(&app, &q, &second).await, Vec::<Value>::new(), "the second has not");
+    // Each key on its own: an ordering key without an idempotency key, and the other way round.
+    app.publish(&q, json!({"body": "k3", "content_type": "text", "ordering_key": "k"})).await;
+    for _ in 0..2 {
+        app.publish(&q, json!({"body": "once", "content_type": "text", "idempotency_key": "three"})).await;
+    }
+    assert_eq!(bodies(&pull_as(&app, &q, &second).await), ["once"], "k2 and k3 still wait behind k1");
+
+    // A topic's publish reaches a queue with lanes and one without in one commit.
+    let topic = app.post("topics", json!({"name": "all"})).await.expect_ok()["id"].as_str().unwrap().to_owned();
+    for queue in [&q, &plain] {
+        app.post(&format!("topics/{topic}/bindings"), json!({"queue_id": queue, "pattern": "#"})).await.expect_ok();
+    }
+    let publish = json!({"routing_key": "a", "messages": [{"body": "t", "content_type": "text"}]});
+    let published = app.post(&format!("topics/{topic}/messages"), publish).await;
+    assert_eq!(published.expect_ok()["queues"], 2);
+    assert_eq!(bodies(&app.pull(&plain, json!({})).await), ["t"]);
+    assert_eq!(bodies(&pull_as(&app, &q, &first).await), ["once", "t"], "k3 waits behind k2");
+}
+
+/// A node's worker for a queue's first consumer, a webhook waiting with a slot to spare and no batching
+/// wait, takes its copy of a publish on its node leased by the statement that stores it, as a queue's
+/// only consumer would; the pull consumer added after it gets its own copy, in its lane.
+#[sqlx::test]
+async fn a_publish_leases_the_queues_copy_for_its_nodes_waiting_worker_beside_a_lane(pool: PgPool) {
+    let app = spawn_app_dispatching(pool).await;
+    let receiver = Receiver::start(|_| Answer::status(200)).await;
+    let q = app.create_queue("mirrored").await;
+    let hook = json!({"type": "webhook", "url": receiver.url, "settings": {"max_wait_time_ms": 0}});
+    add_consumer(&app, &q, hook).await;
+    let puller = add_consumer(&app, &q, json!({"type": "http_pull"})).await;
+    let leased = |app: &TestApp| app.metrics.publish_wakeups.with_label_values(&["leased_by_publish"]).get();
+    // Until the node's worker for the new consumer runs and waits, publishes wake it instead.
+    let (deadline, mut sent) = (Instant::now() + DEADLINE, 0);
+    loop {
+        sent += 1;
+        let before = leased(&app);
+        let body = format!("message {sent}");
+        app.publish_texts(&q, &[body.as_str()]).await;
+        let got = receiver.wait_for(sent, DEADLINE).await;
+        if leased(&app) > before {
+            let message = &got[sent - 1].body["messages"][0];
+            assert_eq!((message["body"].as_str(), message["attempts"].as_i64()), (Some(body.as_str()), Some(1)));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no publish leased its copy for the node's worker");
+    }
+    let pulled = pull_as(&app, &q, &puller).await;
+    let expected: Vec<String> = (1..=sent.min(10)).map(|n| format!("message {n}")).collect();
+    assert_eq!(bodies(&pulled), expected, "the pull consumer's copies wait for it");
+    app.stop_node();
 }
 
 #[sqlx::test]
