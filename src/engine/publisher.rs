@@ -284,9 +284,10 @@ impl Connections {
     async fn publish(&self, publishes: &[Publish<'_>], offers: &[LeaseOffer]) -> Result<Published, sqlx::Error> {
         let lanes = {
             let seen = self.lanes.lock().expect("lanes lock");
-            match publishes.iter().any(|p| seen.contains(&p.queue.id())) {
-                true => Lanes::Read,
-                false => Lanes::Absent,
+            if publishes.iter().any(|p| seen.contains(&p.queue.id())) {
+                Lanes::Read
+            } else {
+                Lanes::Absent
             }
         };
         let mut conn = self.take().await?;
@@ -299,11 +300,14 @@ impl Connections {
             if seen.len() >= MAX_QUEUES_WITH_LANES {
                 seen.clear();
             }
-            for stored in &published.stored {
-                match stored.lanes {
-                    true => seen.insert(stored.queue),
-                    false => seen.remove(&stored.queue),
-                };
+            // The answer's rows of lanes (for waking their consumers) are never publish targets: left out.
+            let targets = published.stored.iter().filter(|s| publishes.iter().any(|p| p.queue.id() == s.queue));
+            for stored in targets {
+                if stored.lanes {
+                    seen.insert(stored.queue);
+                } else {
+                    seen.remove(&stored.queue);
+                }
             }
         }
         outcome
